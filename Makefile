@@ -1,0 +1,34 @@
+# Two entry points: `make run` and `make test`. Both build .venv from scratch
+# when it is missing, so a fresh clone needs nothing but python3.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DATA ?= .data
+
+.PHONY: run test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+run: $(VENV)/.installed
+	@mkdir -p $(DATA)/nsqd
+	@echo "nsqd: TCP 127.0.0.1:4150, HTTP http://127.0.0.1:4151 (data in $(DATA)/nsqd; Ctrl-C stops)"
+	exec $(BIN)/nsqd --data-path=$(DATA)/nsqd
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) $(DATA) build src/*.egg-info

@@ -1,0 +1,14 @@
+"""nsqpy: the NSQ realtime distributed messaging platform, wire-compatible with NSQ."""
+
+import sys
+
+__version__ = "0.1.0"
+
+
+def version_line(program: str) -> str:
+    """``nsqd v1.3.0 (built w/python3.11.7)``: NSQ's shape, which tools parse.
+    The version is the NSQ release whose protocol we speak."""
+    from .protocol import NSQ_VERSION
+
+    v = sys.version_info
+    return f"{program} v{NSQ_VERSION} (built w/python{v.major}.{v.minor}.{v.micro})"

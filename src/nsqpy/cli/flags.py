@@ -1,0 +1,127 @@
+"""Command lines the way NSQ's Go programs read them.
+
+Every option takes ``-name v``, ``--name v``, ``-name=v`` and ``--name=v``;
+booleans may stand bare (``--snappy``) or take a value (``--snappy=false``);
+list options repeat (``--lookupd-tcp-address a --lookupd-tcp-address b``).
+A ``--config`` TOML file supplies the same options under their config keys;
+the command line wins over the file, the file over the defaults.
+"""
+
+import argparse
+import tomllib
+
+from ..options import OptionSpec, option_specs, parse_duration
+
+
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "t", "true"):
+        return True
+    if value in ("0", "f", "false"):
+        return False
+    raise ValueError(f"invalid boolean {text!r} (use true or false)")
+
+
+def _converter(spec: OptionSpec):
+    kind = spec.item_kind if spec.kind is list else spec.kind
+    if spec.duration:
+        return parse_duration
+    if kind is bool:
+        return parse_bool
+    return kind
+
+
+def _typed(convert, name: str):
+    """argparse reports ValueError as 'invalid value'; keep our reason instead."""
+    def parse(text):
+        try:
+            return convert(text)
+        except ValueError as error:
+            detail = str(error) if convert not in (int, float) else f"{text!r} is not a number"
+            raise argparse.ArgumentTypeError(f"--{name}: {detail}") from None
+    parse.__name__ = name
+    return parse
+
+
+def build_parser(program: str, options_class) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=program, allow_abbrev=False, add_help=False,
+                                     argument_default=argparse.SUPPRESS)
+    parser.add_argument("-h", "-help", "--help", action="help", help="show this help and exit")
+    parser.add_argument("-version", "--version", action="store_true", help="print version string")
+    parser.add_argument("-config", "--config", metavar="FILE", help="path to config file")
+    for spec in option_specs(options_class):
+        names = [f"-{spec.flag}", f"--{spec.flag}"]
+        convert = _typed(_converter(spec), spec.flag)
+        kwargs = {"dest": spec.field, "help": spec.help}
+        if spec.kind is bool:
+            parser.add_argument(*names, nargs="?", const=True, type=convert, metavar="BOOL", **kwargs)
+        elif spec.kind is list:
+            if spec.item_kind is float:
+                # NSQ also accepts a comma separated list for float lists
+                convert = _typed(lambda text: [float(x) for x in text.split(",") if x], spec.flag)
+                parser.add_argument(*names, action="extend", type=convert, **kwargs)
+            else:
+                parser.add_argument(*names, action="append", type=convert, **kwargs)
+        else:
+            parser.add_argument(*names, type=convert, **kwargs)
+    return parser
+
+
+def _from_config_value(spec: OptionSpec, value):
+    """Config files hold TOML values; durations may be Go strings or integer ms."""
+    if spec.duration:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value / 1000
+        return parse_duration(str(value))
+    if spec.kind is list:
+        items = value if isinstance(value, list) else [value]
+        return [spec.item_kind(v) for v in items]
+    if spec.kind is bool and isinstance(value, str):
+        return parse_bool(value)
+    if spec.kind is float and isinstance(value, int):
+        return float(value)
+    if not isinstance(value, spec.kind) or isinstance(value, bool) is not (spec.kind is bool):
+        raise ValueError(f"{value!r} is not a {spec.kind.__name__}")
+    return value
+
+
+def load_config(path: str, options_class) -> dict:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as error:
+        raise ValueError(f"--config {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"--config {path}: invalid TOML: {error}") from None
+    by_cfg = {spec.cfg: spec for spec in option_specs(options_class)}
+    values = {}
+    for key, value in data.items():
+        spec = by_cfg.get(key)
+        if spec is None:
+            continue  # NSQ ignores keys it does not know
+        try:
+            values[spec.field] = _from_config_value(spec, value)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"--config {path}: {key}: {error}") from None
+    return values
+
+
+def parse_options(program: str, options_class, argv: list[str]):
+    """-> (options, show_version). Raises SystemExit with a usage line on error."""
+    parser = build_parser(program, options_class)
+    args = vars(parser.parse_args(argv))
+    show_version = args.pop("version", False)
+    values = {}
+    config = args.pop("config", None)
+    if config:
+        try:
+            values.update(load_config(config, options_class))
+        except ValueError as error:
+            parser.exit(2, f"{program}: {error}\n")
+    specs = {spec.field: spec for spec in option_specs(options_class)}
+    for field, value in args.items():
+        if specs[field].choices and value not in specs[field].choices:
+            parser.exit(2, f"{program}: --{specs[field].flag}: {value!r} is not one of "
+                           f"{', '.join(specs[field].choices)}\n")
+        values[field] = value
+    return options_class(**values), show_version

@@ -1,0 +1,40 @@
+"""Run a daemon on one event loop (uvloop when installed) until a signal."""
+
+import asyncio
+import signal
+
+from ..errors import StartupError
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def run_daemon(daemon, log) -> int:
+    """``daemon`` has ``async start()`` and ``async stop()``; a StartupError
+    from start() is logged as one line and exits 1."""
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
+
+    async def serve() -> int:
+        try:
+            await daemon.start()
+        except StartupError as error:  # one line for the operator, not a traceback
+            log.critical("%s", error)
+            return 1
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("received signal, shutting down")
+        await daemon.stop()
+        return 0
+
+    try:
+        return loop.run_until_complete(serve())
+    finally:
+        loop.close()

@@ -1,0 +1,70 @@
+"""Listening sockets from NSQ-style addresses, with errors an operator can act on."""
+
+import errno
+import os
+import socket
+
+
+class ListenError(Exception):
+    """One line saying which listener failed and what to do about it."""
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """``host:port``, ``:port`` or ``[v6]:port`` -> (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"{address!r} is not host:port")
+    host = host.strip("[]")
+    return host, int(port)
+
+
+def is_unix_address(address: str) -> bool:
+    """NSQ treats a listen address that is not host:port as a unix socket path."""
+    try:
+        split_host_port(address)
+    except ValueError:
+        return True
+    return False
+
+
+def listen(address: str, what: str, flag: str) -> socket.socket:
+    """A bound, listening socket for ``address``. ``what`` names the listener
+    (``TCP``, ``HTTP``) and ``flag`` the option that sets it, for the error."""
+    try:
+        if is_unix_address(address):
+            if os.path.exists(address):
+                os.unlink(address)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(address)
+        else:
+            host, port = split_host_port(address)
+            infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            family, kind, proto, _, sockaddr = infos[0]
+            sock = socket.socket(family, kind, proto)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(sockaddr)
+        sock.listen(1024)
+        sock.setblocking(False)
+        return sock
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            hint = f"address already in use; stop the other process or choose another {flag}"
+        elif error.errno == errno.EACCES:
+            hint = f"permission denied; choose a port above 1023 with {flag}"
+        else:
+            hint = f"{error.strerror or error}; check {flag}"
+        raise ListenError(f"{what}: listen ({address}) failed: {hint}") from None
+
+
+def bound_address(sock: socket.socket) -> str:
+    """``ip:port`` actually bound (port 0 becomes the ephemeral port), or the path."""
+    name = sock.getsockname()
+    if isinstance(name, tuple):
+        host = name[0]
+        return f"[{host}]:{name[1]}" if ":" in host else f"{host}:{name[1]}"
+    return name
+
+
+def bound_port(sock: socket.socket) -> int:
+    name = sock.getsockname()
+    return name[1] if isinstance(name, tuple) else -1

@@ -1,0 +1,181 @@
+"""One V2 connection's state: negotiated settings, RDY window, in-flight
+messages, counters, heartbeats and the output buffer.
+
+Frames are appended to a list and written with one ``transport.write`` per
+loop iteration, or at once when ``output_buffer_size`` is reached, so a
+batch of deliveries costs one syscall and an idle consumer waits for nothing.
+"""
+
+import random
+import time
+
+from ..protocol.errors import ProtocolError
+from ..protocol.frames import encode_error, encode_response, HEARTBEAT_FRAME
+from ..protocol.identify import ClientSettings
+from ..protocol.message import message_frame_header
+
+STATE_INIT = 0
+STATE_DISCONNECTED = 1
+STATE_CONNECTED = 2
+STATE_SUBSCRIBED = 3
+STATE_CLOSING = 4
+
+
+class ClientV2:
+    def __init__(self, nsqd, transport, client_id: int):
+        self.nsqd = nsqd
+        self.loop = nsqd.loop
+        self.transport = transport
+        self.id = client_id
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.remote_address = f"{peer[0]}:{peer[1]}"
+            host = peer[0]
+        else:
+            self.remote_address = str(peer or "")
+            host = ""
+        options = nsqd.options
+        self.settings = ClientSettings(
+            client_id=host,
+            hostname=host,
+            output_buffer_timeout=int(options.output_buffer_timeout * 1000),
+            msg_timeout=int(options.msg_timeout * 1000),
+        )
+        self.state = STATE_INIT
+        self.ready_count = 0
+        self.in_flight: dict = {}
+        self.message_count = 0
+        self.finish_count = 0
+        self.requeue_count = 0
+        self.connect_ts = int(time.time())
+        self.channel = None
+        self.pub_counts: dict[str, int] = {}
+        self.write_paused = False
+        self.closed = False
+        self.last_read = self.loop.time()
+
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
+        self._heartbeat = None
+        self._apply_settings()
+
+    # --- settings ------------------------------------------------------------
+
+    def update_settings(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self._apply_settings()
+
+    def _apply_settings(self) -> None:
+        settings = self.settings
+        self.msg_timeout = settings.msg_timeout / 1000
+        self.sample_rate = settings.sample_rate
+        self.buffer_size = settings.output_buffer_size
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+        if settings.heartbeat_interval > 0:
+            interval = settings.heartbeat_interval / 1000
+            self._heartbeat = self.loop.call_later(interval, self._on_heartbeat, interval)
+
+    def _on_heartbeat(self, interval: float) -> None:
+        """A ticker, as in nsqd: a heartbeat every interval whatever the traffic;
+        a client silent for two intervals is disconnected."""
+        if self.closed:
+            return
+        if self.loop.time() - self.last_read > 2 * interval:
+            self.nsqd.log.info("[%s] missed heartbeats, closing", self.remote_address)
+            self.close()
+            return
+        self._out.append(HEARTBEAT_FRAME)
+        self.flush()
+        self._heartbeat = self.loop.call_later(interval, self._on_heartbeat, interval)
+
+    # --- delivery -------------------------------------------------------------
+
+    def window(self) -> int:
+        """How many more messages this client may be sent now."""
+        if self.state != STATE_SUBSCRIBED or self.write_paused:
+            return 0
+        return self.ready_count - len(self.in_flight)
+
+    def deliver(self, message) -> bool:
+        """Send one message and hold it in flight; False if sampling dropped it."""
+        if self.sample_rate and random.randrange(100) > self.sample_rate:
+            return False
+        attempts = message.attempts = (message.attempts + 1) & 0xFFFF
+        now = time.monotonic()
+        message.client = self
+        message.delivered_at = now
+        message.deadline = now + self.msg_timeout
+        self.in_flight[message.id] = message
+        self.message_count += 1
+        body = message.body
+        out = self._out
+        out.append(message_frame_header(message.timestamp, attempts, message.id, len(body)))
+        out.append(body)
+        self._out_bytes += 30 + len(body)
+        if self._out_bytes >= self.buffer_size:
+            self.flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+        return True
+
+    def on_window_opened(self) -> None:
+        if self.channel is not None:
+            self.channel.schedule_dispatch()
+
+    # --- output -----------------------------------------------------------------
+
+    def send_response(self, data: bytes) -> None:
+        self._out.append(encode_response(data))
+        self.flush_soon()
+
+    def send_frame(self, frame: bytes) -> None:
+        self._out.append(frame)
+        self.flush_soon()
+
+    def send_error(self, error: ProtocolError) -> None:
+        self._out.append(encode_error(error))
+        self.flush_soon()
+
+    def flush_soon(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        out = self._out
+        if out and not self.closed:
+            self.transport.write(b"".join(out))
+        out.clear()
+        self._out_bytes = 0
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self.on_window_opened()
+
+    # --- lifecycle ----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush what is pending and close the connection."""
+        if self.closed:
+            return
+        self.flush()
+        self.closed = True
+        self.transport.close()
+
+    def connection_lost(self) -> None:
+        self.closed = True
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+        if self.channel is not None:
+            channel, self.channel = self.channel, None
+            channel.remove_client(self)
+        self.nsqd.remove_client(self)

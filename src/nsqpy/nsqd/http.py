@@ -1,0 +1,369 @@
+"""nsqd's HTTP API on aiohttp, with NSQ's paths, status codes and bodies.
+
+Every V1 response carries ``X-NSQ-Content-Type: nsq; version=1.0`` (go-nsq
+picks its response parser by that header); errors are ``{"message": TEXT}``.
+"""
+
+import json
+import socket
+
+from aiohttp import web
+
+from .. import version_line
+from ..logs import LEVELS
+from ..net import split_host_port
+from ..options import option_specs
+from ..protocol import NSQ_VERSION
+from ..protocol.commands import parse_mpub_body
+from ..protocol.errors import ProtocolError
+from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from . import stats as stats_module
+from .options import NsqdOptions
+from .topic import TopicExiting
+
+V1_HEADERS = {"X-NSQ-Content-Type": "nsq; version=1.0"}
+LOG_LEVELS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
+MAX_CONFIG_BODY = 1024 * 1024
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def json_response(data, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(data).encode(), status=status,
+        content_type="application/json", charset="utf-8", headers=V1_HEADERS,
+    )
+
+
+def text_response(text: str) -> web.Response:
+    return web.Response(text=text, headers=V1_HEADERS)
+
+
+def empty_response() -> web.Response:
+    return web.Response(headers=V1_HEADERS)
+
+
+def bool_param(request: web.Request, name: str, default: bool) -> bool:
+    value = request.query.get(name)
+    if value is None:
+        return default
+    if value in ("true", "1"):
+        return True
+    if value in ("false", "0"):
+        return False
+    raise HttpError(400, "INVALID_REQUEST")
+
+
+async def read_body(request: web.Request, limit: int, too_big: str) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise HttpError(413, too_big)
+    chunks = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise HttpError(413, too_big)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@web.middleware
+async def nsq_errors(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except HttpError as error:
+        return json_response({"message": error.message}, error.status)
+    except web.HTTPNotFound:
+        return json_response({"message": "NOT_FOUND"}, 404)
+    except web.HTTPMethodNotAllowed:
+        return json_response({"message": "METHOD_NOT_ALLOWED"}, 405)
+    except web.HTTPException:
+        raise
+    except Exception:
+        request.app["nsqd"].log.exception("HTTP: %s %s failed", request.method, request.path)
+        return json_response({"message": "INTERNAL_ERROR"}, 500)
+
+
+class HttpApi:
+    def __init__(self, nsqd):
+        self.nsqd = nsqd
+        self._runner: web.AppRunner | None = None
+        self._specs = {spec.cfg: spec for spec in option_specs(NsqdOptions)}
+
+    async def start(self, sock) -> None:
+        app = web.Application(middlewares=[nsq_errors])
+        app["nsqd"] = self.nsqd
+        get, post, put = web.get, web.post, web.put
+        app.add_routes([
+            get("/ping", self.ping, allow_head=False),
+            get("/info", self.info, allow_head=False),
+            post("/pub", self.pub),
+            post("/mpub", self.mpub),
+            get("/stats", self.stats, allow_head=False),
+            post("/topic/create", self.topic_create),
+            post("/topic/delete", self.topic_delete),
+            post("/topic/empty", self.topic_empty),
+            post("/topic/pause", self.topic_pause),
+            post("/topic/unpause", self.topic_unpause),
+            post("/channel/create", self.channel_create),
+            post("/channel/delete", self.channel_delete),
+            post("/channel/empty", self.channel_empty),
+            post("/channel/pause", self.channel_pause),
+            post("/channel/unpause", self.channel_unpause),
+            get("/config/{opt}", self.config_get, allow_head=False),
+            put("/config/{opt}", self.config_put),
+        ])
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        await web.SockSite(self._runner, sock).start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- health and identity -------------------------------------------------------
+
+    async def ping(self, request):
+        nsqd = self.nsqd
+        if nsqd.health_error is not None:
+            return web.Response(status=500, text=nsqd.health)
+        return web.Response(text="OK")
+
+    async def info(self, request):
+        nsqd = self.nsqd
+        options = nsqd.options
+        return json_response({
+            "version": NSQ_VERSION,
+            "broadcast_address": options.broadcast_address,
+            "hostname": socket.gethostname(),
+            "http_port": nsqd.http_port,
+            "tcp_port": nsqd.tcp_port,
+            "start_time": nsqd.start_time,
+            "max_heartbeat_interval": int(options.max_heartbeat_interval * 1e9),
+            "max_output_buffer_size": options.max_output_buffer_size,
+            "max_output_buffer_timeout": int(options.max_output_buffer_timeout * 1e9),
+            "max_deflate_level": options.max_deflate_level,
+            "topology_zone": "",
+            "topology_region": "",
+        })
+
+    # --- publishing -------------------------------------------------------------------
+
+    def _topic_param(self, request) -> str:
+        name = request.query.get("topic")
+        if not name:
+            raise HttpError(400, "MISSING_ARG_TOPIC")
+        if not is_valid_topic_name(name):
+            raise HttpError(400, "INVALID_TOPIC")
+        return name
+
+    def _publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0):
+        nsqd = self.nsqd
+        if nsqd.exiting:
+            raise HttpError(503, "EXITING")
+        try:
+            nsqd.publish(topic_name, bodies, defer)
+        except TopicExiting:
+            raise HttpError(503, "EXITING") from None
+        except OSError:
+            raise HttpError(500, "INTERNAL_ERROR") from None
+        return text_response("OK")
+
+    async def pub(self, request):
+        options = self.nsqd.options
+        body = await read_body(request, options.max_msg_size, "MSG_TOO_BIG")
+        if not body:
+            raise HttpError(400, "MSG_EMPTY")
+        topic_name = self._topic_param(request)
+        defer = 0.0
+        if "defer" in request.query:
+            try:
+                defer_ms = int(request.query["defer"])
+            except ValueError:
+                raise HttpError(400, "INVALID_DEFER") from None
+            if not 0 <= defer_ms <= int(options.max_req_timeout * 1000):
+                raise HttpError(400, "INVALID_DEFER")
+            defer = defer_ms / 1000
+        return self._publish(topic_name, [body], defer)
+
+    async def mpub(self, request):
+        options = self.nsqd.options
+        topic_name = self._topic_param(request)
+        body = await read_body(request, options.max_body_size, "BODY_TOO_BIG")
+        binary = request.query.get("binary")
+        if binary is not None and binary not in ("false", "0"):
+            try:
+                bodies = parse_mpub_body(body, options.max_msg_size, options.max_body_size)
+            except ProtocolError as error:
+                raise HttpError(413, error.code.removeprefix("E_")) from None
+        else:
+            bodies = [piece for piece in body.split(b"\n") if piece]
+            if any(len(piece) > options.max_msg_size for piece in bodies):
+                raise HttpError(413, "MSG_TOO_BIG")
+        if not bodies:
+            return text_response("OK")
+        return self._publish(topic_name, bodies)
+
+    # --- stats --------------------------------------------------------------------------
+
+    async def stats(self, request):
+        data = stats_module.stats(
+            self.nsqd,
+            topic_filter=request.query.get("topic") or None,
+            channel_filter=request.query.get("channel") or None,
+            include_clients=bool_param(request, "include_clients", True),
+            include_mem=bool_param(request, "include_mem", True),
+        )
+        if request.query.get("format") == "json":
+            return json_response(data)
+        return text_response(stats_module.render_text(data, version_line("nsqd")))
+
+    # --- topics -----------------------------------------------------------------------------
+
+    def _existing_topic(self, request, validate: bool = True):
+        name = request.query.get("topic")
+        if not name:
+            raise HttpError(400, "MISSING_ARG_TOPIC")
+        if validate and not is_valid_topic_name(name):
+            raise HttpError(400, "INVALID_TOPIC")
+        topic = self.nsqd.topics.get(name)
+        if topic is None:
+            raise HttpError(404, "TOPIC_NOT_FOUND")
+        return topic
+
+    async def topic_create(self, request):
+        try:
+            self.nsqd.get_topic(self._topic_param(request))
+        except TopicExiting:
+            raise HttpError(503, "EXITING") from None
+        return empty_response()
+
+    async def topic_delete(self, request):
+        topic = self._existing_topic(request, validate=False)
+        self.nsqd.delete_topic(topic.name)
+        return empty_response()
+
+    async def topic_empty(self, request):
+        topic = self._existing_topic(request)
+        try:
+            topic.empty()
+        except OSError:
+            raise HttpError(500, "INTERNAL_ERROR") from None
+        return empty_response()
+
+    async def topic_pause(self, request):
+        topic = self._existing_topic(request)
+        topic.pause()
+        self.nsqd.notify_changed(topic)
+        return empty_response()
+
+    async def topic_unpause(self, request):
+        topic = self._existing_topic(request)
+        topic.unpause()
+        self.nsqd.notify_changed(topic)
+        return empty_response()
+
+    # --- channels ------------------------------------------------------------------------------
+
+    def _topic_and_channel_names(self, request) -> tuple[str, str]:
+        topic_name = request.query.get("topic")
+        if not topic_name:
+            raise HttpError(400, "MISSING_ARG_TOPIC")
+        if not is_valid_topic_name(topic_name):
+            raise HttpError(400, "INVALID_ARG_TOPIC")
+        channel_name = request.query.get("channel")
+        if not channel_name:
+            raise HttpError(400, "MISSING_ARG_CHANNEL")
+        if not is_valid_channel_name(channel_name):
+            raise HttpError(400, "INVALID_ARG_CHANNEL")
+        return topic_name, channel_name
+
+    def _existing_channel(self, request):
+        topic_name, channel_name = self._topic_and_channel_names(request)
+        topic = self.nsqd.topics.get(topic_name)
+        if topic is None:
+            raise HttpError(404, "TOPIC_NOT_FOUND")
+        channel = topic.channels.get(channel_name)
+        if channel is None:
+            raise HttpError(404, "CHANNEL_NOT_FOUND")
+        return topic, channel
+
+    async def channel_create(self, request):
+        topic_name, channel_name = self._topic_and_channel_names(request)
+        topic = self.nsqd.topics.get(topic_name)
+        if topic is None:
+            raise HttpError(404, "TOPIC_NOT_FOUND")
+        topic.get_channel(channel_name)
+        return empty_response()
+
+    async def channel_delete(self, request):
+        topic, channel = self._existing_channel(request)
+        topic.delete_channel(channel.name)
+        return empty_response()
+
+    async def channel_empty(self, request):
+        _, channel = self._existing_channel(request)
+        try:
+            channel.empty()
+        except OSError:
+            raise HttpError(500, "INTERNAL_ERROR") from None
+        return empty_response()
+
+    async def channel_pause(self, request):
+        topic, channel = self._existing_channel(request)
+        channel.pause()
+        self.nsqd.notify_changed(topic, channel)
+        return empty_response()
+
+    async def channel_unpause(self, request):
+        topic, channel = self._existing_channel(request)
+        channel.unpause()
+        self.nsqd.notify_changed(topic, channel)
+        return empty_response()
+
+    # --- runtime configuration -------------------------------------------------------------------
+
+    def _config_value(self, name: str):
+        nsqd = self.nsqd
+        if name == "nsqlookupd_tcp_addresses":
+            return nsqd.nsqlookupd_tcp_addresses
+        if name == "log_level":
+            return LOG_LEVELS[nsqd.options.log_level]
+        spec = self._specs.get(name)
+        if spec is None:
+            raise HttpError(400, "INVALID_OPTION")
+        value = getattr(nsqd.options, spec.field)
+        return int(round(value * 1e9)) if spec.duration else value
+
+    async def config_get(self, request):
+        return json_response(self._config_value(request.match_info["opt"]))
+
+    async def config_put(self, request):
+        name = request.match_info["opt"]
+        if name not in ("nsqlookupd_tcp_addresses", "log_level"):
+            raise HttpError(400, "INVALID_OPTION")
+        body = await read_body(request, MAX_CONFIG_BODY, "INVALID_VALUE")
+        nsqd = self.nsqd
+        if name == "log_level":
+            level = body.decode("utf-8", "replace").strip()
+            if level not in LOG_LEVELS:
+                raise HttpError(400, "INVALID_VALUE")
+            nsqd.options.log_level = level
+            nsqd.log.setLevel(LEVELS[level])
+        else:
+            try:
+                addresses = json.loads(body)
+                if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
+                    raise ValueError
+                for address in addresses:
+                    split_host_port(address)
+            except ValueError:
+                raise HttpError(400, "INVALID_VALUE") from None
+            nsqd.nsqlookupd_tcp_addresses = addresses
+        return json_response(self._config_value(name))

@@ -1,0 +1,36 @@
+"""A message inside nsqd: the wire fields plus its in-flight bookkeeping."""
+
+from ..protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
+
+
+class Message:
+    """One copy of a message on one topic or channel.
+
+    Each channel gets its own copy because attempts and in-flight state are
+    per channel. ``defer`` (seconds) is set only while a deferred publish
+    waits at the topic for a channel.
+    """
+
+    __slots__ = ("id", "body", "timestamp", "attempts", "defer", "client", "delivered_at", "deadline")
+
+    def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int = 0, defer: float = 0.0):
+        self.id = message_id
+        self.body = body
+        self.timestamp = timestamp
+        self.attempts = attempts
+        self.defer = defer
+        self.client = None
+        self.delivered_at = 0.0
+        self.deadline = 0.0
+
+    def copy(self) -> "Message":
+        return Message(self.id, self.body, self.timestamp, self.attempts, self.defer)
+
+    def encode(self) -> bytes:
+        """The disk queue record (NSQ's layout; deferral is not part of it)."""
+        return MESSAGE_HEADER.pack(self.timestamp, self.attempts, self.id) + self.body
+
+    @classmethod
+    def decode(cls, record: bytes) -> "Message":
+        timestamp, attempts, message_id = MESSAGE_HEADER.unpack_from(record)
+        return cls(message_id, record[MESSAGE_HEADER_SIZE:], timestamp, attempts)

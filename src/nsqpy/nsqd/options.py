@@ -1,0 +1,131 @@
+"""nsqd's options: NSQ's flag names, config keys and defaults."""
+
+import dataclasses
+import hashlib
+import socket
+import zlib
+
+from ..options import option
+
+
+def default_node_id() -> int:
+    """NSQ's default: crc32 of the md5 of the hostname, modulo 1024."""
+    digest = hashlib.md5(socket.gethostname().encode()).digest()
+    return zlib.crc32(digest) % 1024
+
+
+@dataclasses.dataclass
+class NsqdOptions:
+    log_level: str = option("info", "set log verbosity: debug, info, warn, error, or fatal",
+                            choices=("debug", "info", "warn", "error", "fatal"))
+    log_prefix: str = option("[nsqd] ", "log message prefix")
+    verbose: bool = option(False, "[deprecated] has no effect, use --log-level")
+    node_id: int = option(default_node_id, "unique part for message IDs, (int) in range [0,1024) "
+                          "(default is hash of hostname)", cfg="id")
+
+    tcp_address: str = option("0.0.0.0:4150", "<addr>:<port> to listen on for TCP clients")
+    http_address: str = option("0.0.0.0:4151", "<addr>:<port> to listen on for HTTP clients")
+    https_address: str = option("0.0.0.0:4152", "<addr>:<port> to listen on for HTTPS clients")
+    broadcast_address: str = option(socket.gethostname, "address that will be registered with lookupd "
+                                    "(defaults to the OS hostname)")
+    broadcast_tcp_port: int = option(0, "TCP port that will be registered with lookupd "
+                                     "(defaults to the TCP port that this nsqd is listening on)")
+    broadcast_http_port: int = option(0, "HTTP port that will be registered with lookupd "
+                                      "(defaults to the HTTP port that this nsqd is listening on)")
+    nsqlookupd_tcp_addresses: list[str] = option([], "lookupd TCP address (may be given multiple times)",
+                                                 flag="lookupd-tcp-address")
+    auth_http_addresses: list[str] = option([], "<addr>:<port> or a full url to query auth server "
+                                            "(may be given multiple times)", flag="auth-http-address")
+    auth_http_request_method: str = option("get", "HTTP method to use for auth server requests",
+                                           choices=("get", "post"))
+    http_client_connect_timeout: float = option(2.0, "timeout for HTTP connect", duration=True)
+    http_client_request_timeout: float = option(5.0, "timeout for HTTP request", duration=True)
+
+    data_path: str = option("", "path to store disk-backed messages")
+    mem_queue_size: int = option(10000, "number of messages to keep in memory (per topic/channel)")
+    max_bytes_per_file: int = option(104857600, "number of bytes per diskqueue file before rolling")
+    sync_every: int = option(2500, "number of messages per diskqueue fsync")
+    sync_timeout: float = option(2.0, "duration of time per diskqueue fsync", duration=True)
+
+    queue_scan_interval: float = 0.1
+    queue_scan_worker_pool_max: int = option(4, "max concurrency for checking in-flight and deferred "
+                                             "message timeouts")
+    queue_scan_selection_count: int = option(20, "number of channels to check per cycle "
+                                             "(every 100ms) for in-flight and deferred timeouts")
+
+    msg_timeout: float = option(60.0, "default duration to wait before auto-requeing a message",
+                                duration=True)
+    max_msg_timeout: float = option(900.0, "maximum duration before a message will timeout", duration=True)
+    max_msg_size: int = option(1048576, "maximum size of a single message in bytes")
+    max_req_timeout: float = option(3600.0, "maximum requeuing timeout for a message", duration=True)
+    max_body_size: int = option(5242880, "maximum size of a single command body")
+
+    max_heartbeat_interval: float = option(60.0, "maximum client configurable duration of time between "
+                                           "client heartbeats", duration=True)
+    max_rdy_count: int = option(2500, "maximum RDY count for a client")
+    max_output_buffer_size: int = option(65536, "maximum client configurable size (in bytes) for a "
+                                         "client output buffer")
+    max_output_buffer_timeout: float = option(30.0, "maximum client configurable duration of time "
+                                              "between flushing to a client", duration=True)
+    min_output_buffer_timeout: float = option(0.025, "minimum client configurable duration of time "
+                                              "between flushing to a client", duration=True)
+    output_buffer_timeout: float = option(0.25, "default duration of time between flushing data to "
+                                          "clients", duration=True)
+    max_channel_consumers: int = option(0, "maximum channel consumer connection count per nsqd "
+                                        "instance (default 0, i.e., unlimited)")
+
+    statsd_address: str = option("", "UDP <addr>:<port> of a statsd daemon for pushing stats")
+    statsd_prefix: str = option("nsq.%s", "prefix used for keys sent to statsd "
+                                "(%s for host replacement)")
+    statsd_interval: float = option(60.0, "duration between pushing to statsd", duration=True)
+    statsd_mem_stats: bool = option(True, "toggle sending memory and GC stats to statsd")
+    statsd_udp_packet_size: int = option(508, "the size in bytes of statsd UDP packets")
+    statsd_exclude_ephemeral: bool = option(False, "skip ephemeral topics and channels when sending "
+                                            "stats to statsd")
+
+    e2e_processing_latency_percentiles: list[float] = option(
+        [], "message processing time percentiles (as float (0, 1.0]) to track "
+        "(can be specified multiple times or comma separated '1.0,0.99,0.95', default none)",
+        flag="e2e-processing-latency-percentile")
+    e2e_processing_latency_window_time: float = option(600.0, "calculate end to end latency quantiles "
+                                                       "for this duration of time", duration=True)
+
+    tls_cert: str = option("", "path to certificate file")
+    tls_key: str = option("", "path to key file")
+    tls_client_auth_policy: str = option("", "client certificate auth policy "
+                                         "('require' or 'require-verify')")
+    tls_root_ca_file: str = option("", "path to certificate authority file")
+    tls_required: str = option("false", "require TLS for client connections "
+                               "(true, false, tcp-https)", choices=("true", "false", "tcp-https"))
+    tls_min_version: str = option("tls1.0", "minimum SSL/TLS version acceptable "
+                                  "('ssl3.0', 'tls1.0', 'tls1.1', 'tls1.2' or 'tls1.3')")
+
+    deflate: bool = option(True, "enable deflate feature negotiation (client compression)")
+    max_deflate_level: int = option(6, "max deflate compression level a client can negotiate "
+                                    "(> values == > nsqd CPU usage)")
+    snappy: bool = option(True, "enable snappy feature negotiation (client compression)")
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` with one line naming the option and the fix."""
+        if not 0 <= self.node_id < 1024:
+            raise ValueError(f"--node-id {self.node_id} must be in [0,1024)")
+        if not 1 <= self.max_deflate_level <= 9:
+            raise ValueError(f"--max-deflate-level {self.max_deflate_level} must be in [1,9]")
+        if self.mem_queue_size < 0:
+            raise ValueError(f"--mem-queue-size {self.mem_queue_size} must be >= 0")
+        if self.max_msg_size <= 0 or self.max_body_size <= 0:
+            raise ValueError("--max-msg-size and --max-body-size must be > 0")
+        if self.max_bytes_per_file <= 0:
+            raise ValueError(f"--max-bytes-per-file {self.max_bytes_per_file} must be > 0")
+        for p in self.e2e_processing_latency_percentiles:
+            if not 0 < p <= 1:
+                raise ValueError(f"--e2e-processing-latency-percentile {p} must be in (0, 1.0]")
+        # Transport security and auth are configured by flags nsqpy accepts
+        # but does not serve yet; refusing them beats silently running open.
+        for name in ("tls_cert", "tls_key", "tls_client_auth_policy", "tls_root_ca_file"):
+            if getattr(self, name):
+                raise ValueError(f"--{name.replace('_', '-')}: TLS is not supported by this nsqd yet")
+        if self.tls_required != "false":
+            raise ValueError("--tls-required: TLS is not supported by this nsqd yet")
+        if self.auth_http_addresses:
+            raise ValueError("--auth-http-address: AUTH is not supported by this nsqd yet")

@@ -1,0 +1,81 @@
+"""The backlog of a topic or a channel: memory first, disk beyond it."""
+
+from collections import deque
+
+from ..diskqueue import DiskQueue
+from .message import Message
+
+
+class MessageQueue:
+    """Holds up to ``capacity`` messages in memory and overflows to ``disk``.
+
+    Without a disk queue (ephemeral topics and channels) overflow is dropped,
+    as NSQ drops it. ``put`` raises ``OSError`` when the disk refuses a write,
+    so the publisher hears about it.
+    """
+
+    __slots__ = ("memory", "capacity", "disk", "dropped", "_prefer_disk")
+
+    def __init__(self, capacity: int, disk: DiskQueue | None):
+        self.memory: deque[Message] = deque()
+        self.capacity = capacity
+        self.disk = disk
+        self.dropped = 0
+        self._prefer_disk = False
+
+    def __len__(self) -> int:
+        disk = self.disk
+        return len(self.memory) + (disk.depth if disk is not None else 0)
+
+    @property
+    def backend_depth(self) -> int:
+        return self.disk.depth if self.disk is not None else 0
+
+    def put(self, message: Message) -> None:
+        if len(self.memory) < self.capacity:
+            self.memory.append(message)
+        elif self.disk is not None:
+            self.disk.put(message.encode())
+        else:
+            self.dropped += 1
+
+    def pop(self) -> Message | None:
+        """The next message. Memory and disk take turns when both hold some,
+        so neither starves (NSQ picks between them at random)."""
+        disk = self.disk
+        if disk is not None and disk.depth:
+            prefer_disk = self._prefer_disk = not self._prefer_disk
+            if prefer_disk or not self.memory:
+                record = disk.get()
+                if record is not None:
+                    return Message.decode(record)
+        if self.memory:
+            return self.memory.popleft()
+        return None
+
+    def persist(self, messages) -> int:
+        """Write ``messages`` and the memory backlog to disk (clean shutdown)."""
+        if self.disk is None:
+            return 0
+        count = 0
+        for message in messages:
+            self.disk.put(message.encode())
+            count += 1
+        while self.memory:
+            self.disk.put(self.memory.popleft().encode())
+            count += 1
+        return count
+
+    def clear(self) -> None:
+        self.memory.clear()
+        if self.disk is not None:
+            self.disk.empty()
+
+    def close(self) -> None:
+        if self.disk is not None:
+            self.disk.close()
+
+    def delete(self) -> None:
+        self.memory.clear()
+        if self.disk is not None:
+            self.disk.delete()

@@ -1,0 +1,290 @@
+"""The nsqd daemon: lifecycle, the topic registry, and the background loops.
+
+One event loop runs everything: TCP clients, the HTTP API, the queue scan
+that times out in-flight messages and releases deferred ones, and the
+periodic fsync of the disk queues.
+"""
+
+import asyncio
+import errno
+import fcntl
+import logging
+import os
+import time
+
+from ..diskqueue import DiskQueue
+from ..errors import StartupError
+from ..net import ListenError, bound_address, bound_port, listen
+from ..protocol import NSQ_VERSION
+from ..protocol.identify import IdentifyPolicy
+from ..protocol.message import MESSAGE_HEADER_SIZE
+from . import metadata
+from .client import ClientV2
+from .http import HttpApi
+from .options import NsqdOptions
+from .queue import MessageQueue
+from .tcp import V2Protocol
+from .topic import Topic, TopicExiting
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
+class NSQD:
+    def __init__(self, options: NsqdOptions, logger: logging.Logger | None = None):
+        try:
+            options.validate()
+        except ValueError as error:
+            raise StartupError(str(error)) from None
+        self.options = options
+        self.log = logger or logging.getLogger("nsqd")
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.data_path = options.data_path or os.getcwd()
+        self.topics: dict[str, Topic] = {}
+        self.clients: dict[int, ClientV2] = {}
+        self._next_client_id = 0
+        self.start_time = int(time.time())
+        self.health_error: str | None = None
+        self.exiting = False
+        self.nsqlookupd_tcp_addresses = list(options.nsqlookupd_tcp_addresses)
+        self.identify_policy = IdentifyPolicy(
+            version=NSQ_VERSION,
+            max_rdy_count=options.max_rdy_count,
+            max_heartbeat_interval=_ms(options.max_heartbeat_interval),
+            max_output_buffer_size=options.max_output_buffer_size,
+            default_output_buffer_timeout=_ms(options.output_buffer_timeout),
+            min_output_buffer_timeout=_ms(options.min_output_buffer_timeout),
+            max_output_buffer_timeout=_ms(options.max_output_buffer_timeout),
+            default_msg_timeout=_ms(options.msg_timeout),
+            max_msg_timeout=_ms(options.max_msg_timeout),
+            max_deflate_level=options.max_deflate_level,
+        )
+        self.tcp_address = ""
+        self.http_address = ""
+        self.tcp_port = 0
+        self.http_port = 0
+        self._tcp_server = None
+        self._http = None
+        self._lock_fd: int | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._metadata_scheduled = False
+        self._loading = False
+        self.stopped = asyncio.Event()
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._lock_data_path()
+        try:
+            self._load_metadata()
+            options = self.options
+            tcp_sock = listen(options.tcp_address, "TCP", "--tcp-address")
+            self._tcp_server = await self.loop.create_server(lambda: V2Protocol(self), sock=tcp_sock)
+            self.tcp_address = bound_address(tcp_sock)
+            self.tcp_port = bound_port(tcp_sock)
+            self.log.info("TCP: listening on %s", self.tcp_address)
+            if options.http_address:
+                http_sock = listen(options.http_address, "HTTP", "--http-address")
+                self._http = HttpApi(self)
+                await self._http.start(http_sock)
+                self.http_address = bound_address(http_sock)
+                self.http_port = bound_port(http_sock)
+                self.log.info("HTTP: listening on %s", self.http_address)
+        except ListenError as error:
+            await self._close_listeners()
+            self._unlock_data_path()
+            raise StartupError(str(error)) from None
+        except BaseException:
+            await self._close_listeners()
+            self._unlock_data_path()
+            raise
+        self._persist_metadata()
+        self._tasks = [
+            self.loop.create_task(self._queue_scan_loop()),
+            self.loop.create_task(self._sync_loop()),
+        ]
+
+    async def stop(self) -> None:
+        """Clean shutdown: stop listening, persist every message, release the lock."""
+        if self.exiting:
+            return
+        self.exiting = True
+        await self._close_listeners()
+        for task in self._tasks:
+            task.cancel()
+        self._persist_metadata()
+        persisted = 0
+        for topic in list(self.topics.values()):
+            try:
+                persisted += topic.close()
+            except OSError as error:
+                self.log.error("TOPIC(%s): failed to persist messages: %s", topic.name, error)
+        for client in list(self.clients.values()):
+            client.close()
+        await asyncio.sleep(0)  # let the transports report their closing
+        self._unlock_data_path()
+        self.log.info("NSQ: persisted %d messages to %s; exiting", persisted, self.data_path)
+        self.stopped.set()
+
+    async def _close_listeners(self) -> None:
+        if self._tcp_server is not None:
+            self._tcp_server.close()
+            self._tcp_server = None
+        if self._http is not None:
+            await self._http.stop()
+            self._http = None
+
+    def _lock_data_path(self) -> None:
+        """Exclusive flock on the data directory itself, as NSQ takes it, so two
+        daemons (ours or NSQ's) never share one."""
+        path = self.data_path
+        try:
+            os.makedirs(path, exist_ok=True)
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as error:
+            raise StartupError(f"--data-path {path}: {error.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise StartupError(
+                    f"--data-path {path} is in use by another nsqd; stop it or choose another --data-path"
+                ) from None
+            raise StartupError(f"--data-path {path}: cannot lock: {error.strerror}") from None
+        self._lock_fd = fd
+
+    def _unlock_data_path(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # --- metadata ------------------------------------------------------------------------
+
+    def _load_metadata(self) -> None:
+        try:
+            entries = metadata.read(self.data_path, self.log)
+        except ValueError as error:
+            raise StartupError(str(error)) from None
+        self._loading = True
+        try:
+            for topic_name, paused, channels in entries:
+                topic = self.get_topic(topic_name)
+                for channel_name, channel_paused in channels:
+                    channel = topic.get_channel(channel_name)
+                    if channel_paused:
+                        channel.pause()
+                if paused:
+                    topic.pause()
+        finally:
+            self._loading = False
+
+    def notify_changed(self, topic: Topic, channel=None, deleted: bool = False) -> None:
+        """A topic or channel appeared, went away, or was paused: rewrite nsqd.dat soon."""
+        if self._loading or self.exiting or self._metadata_scheduled:
+            return
+        if topic.ephemeral or (channel is not None and channel.ephemeral):
+            return
+        self._metadata_scheduled = True
+        self.loop.call_soon(self._persist_metadata)
+
+    def _persist_metadata(self) -> None:
+        self._metadata_scheduled = False
+        try:
+            metadata.write(self.data_path, self.topics.values())
+        except OSError as error:
+            self.log.error("failed to persist metadata: %s", error)
+
+    # --- registry --------------------------------------------------------------------------
+
+    def new_queue(self, name: str, ephemeral: bool) -> MessageQueue:
+        options = self.options
+        disk = None
+        if not ephemeral:
+            disk = DiskQueue(
+                name,
+                self.data_path,
+                max_bytes_per_file=options.max_bytes_per_file,
+                min_msg_size=MESSAGE_HEADER_SIZE,
+                max_msg_size=options.max_msg_size + MESSAGE_HEADER_SIZE,
+                sync_every=options.sync_every,
+                logger=self.log,
+            )
+        return MessageQueue(options.mem_queue_size, disk)
+
+    def get_topic(self, name: str) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            if self.exiting:
+                raise TopicExiting("exiting")
+            topic = self.topics[name] = Topic(name, self)
+            self.log.info("TOPIC(%s): created", name)
+            self.notify_changed(topic)
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.topics.pop(name)
+        topic.delete()
+        self.log.info("TOPIC(%s): deleted", name)
+        self.notify_changed(topic, deleted=True)
+
+    def publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0) -> None:
+        try:
+            self.get_topic(topic_name).publish(bodies, time.time_ns(), defer)
+        except OSError as error:
+            self.health_error = str(error)
+            self.log.error("TOPIC(%s): failed to put messages: %s", topic_name, error)
+            raise
+        if self.health_error is not None:
+            self.health_error = None
+
+    def add_client(self, transport) -> ClientV2:
+        self._next_client_id += 1
+        client = ClientV2(self, transport, self._next_client_id)
+        self.clients[client.id] = client
+        return client
+
+    def remove_client(self, client: ClientV2) -> None:
+        self.clients.pop(client.id, None)
+
+    @property
+    def health(self) -> str:
+        return "OK" if self.health_error is None else f"NOK - {self.health_error}"
+
+    def channels(self):
+        for topic in self.topics.values():
+            yield from topic.channels.values()
+
+    # --- background loops ----------------------------------------------------------------------
+
+    async def _queue_scan_loop(self) -> None:
+        """Every queue_scan_interval: time out in-flight messages, release due
+        deferred ones. Each channel's work is proportional to what expired."""
+        interval = self.options.queue_scan_interval
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for channel in list(self.channels()):
+                try:
+                    channel.process_timeouts(now)
+                except OSError as error:
+                    self.health_error = str(error)
+                    self.log.error("CHANNEL(%s): failed to requeue: %s", channel.name, error)
+
+    async def _sync_loop(self) -> None:
+        """fsync every disk queue that was written since the last sync, every --sync-timeout."""
+        interval = max(self.options.sync_timeout, 0.01)
+        while True:
+            await asyncio.sleep(interval)
+            for topic in list(self.topics.values()):
+                queues = [topic.queue] + [channel.queue for channel in topic.channels.values()]
+                for queue in queues:
+                    disk = queue.disk
+                    if disk is not None and disk.needs_sync:
+                        try:
+                            disk.sync()
+                        except OSError as error:
+                            self.health_error = str(error)
+                            self.log.error("DISKQUEUE(%s): sync failed: %s", disk.name, error)

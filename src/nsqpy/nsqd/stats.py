@@ -1,0 +1,183 @@
+"""``/stats``: NSQ's JSON schema (what nsqadmin and nsq_stat read) and the
+text form people read."""
+
+import gc
+import os
+import time
+
+from ..protocol import NSQ_VERSION
+
+_EMPTY_E2E = {"count": 0, "percentiles": None}
+
+
+def client_stats(client, topic_filter: str | None = None) -> dict:
+    settings = client.settings
+    stats = {
+        "client_id": settings.client_id,
+        "hostname": settings.hostname,
+        "version": "V2",
+        "remote_address": client.remote_address,
+        "state": client.state,
+        "ready_count": client.ready_count,
+        "in_flight_count": len(client.in_flight),
+        "message_count": client.message_count,
+        "finish_count": client.finish_count,
+        "requeue_count": client.requeue_count,
+        "connect_ts": client.connect_ts,
+        "sample_rate": settings.sample_rate,
+        "deflate": settings.deflate,
+        "snappy": settings.snappy,
+        "user_agent": settings.user_agent,
+        "tls": False,
+        "tls_cipher_suite": "",
+        "tls_version": "",
+        "tls_negotiated_protocol": "",
+        "tls_negotiated_protocol_is_mutual": False,
+    }
+    pub_counts = [
+        {"topic": topic, "count": count}
+        for topic, count in sorted(client.pub_counts.items())
+        if topic_filter is None or topic == topic_filter
+    ]
+    if pub_counts:
+        stats["pub_counts"] = pub_counts
+    return stats
+
+
+def channel_stats(channel, include_clients: bool) -> dict:
+    return {
+        "channel_name": channel.name,
+        "depth": channel.depth,
+        "backend_depth": channel.queue.backend_depth,
+        "in_flight_count": channel.in_flight_count,
+        "deferred_count": channel.deferred_count,
+        "message_count": channel.message_count,
+        "requeue_count": channel.requeue_count,
+        "timeout_count": channel.timeout_count,
+        "client_count": len(channel.clients),
+        "clients": [client_stats(c) for c in channel.clients] if include_clients else None,
+        "paused": channel.paused,
+        "e2e_processing_latency": _EMPTY_E2E,
+    }
+
+
+def topic_stats(topic, channel_filter: str | None, include_clients: bool) -> dict:
+    channels = [
+        channel_stats(channel, include_clients)
+        for name, channel in sorted(topic.channels.items())
+        if channel_filter is None or name == channel_filter
+    ]
+    return {
+        "topic_name": topic.name,
+        "channels": channels,
+        "depth": topic.depth,
+        "backend_depth": topic.queue.backend_depth,
+        "message_count": topic.message_count,
+        "message_bytes": topic.message_bytes,
+        "paused": topic.paused,
+        "e2e_processing_latency": _EMPTY_E2E,
+    }
+
+
+def memory_stats() -> dict:
+    """Go runtime figures have no Python twin; these are the nearest honest ones."""
+    try:
+        with open("/proc/self/statm") as f:
+            resident_pages = int(f.read().split()[1])
+        resident = resident_pages * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        resident = 0
+    collections = sum(generation["collections"] for generation in gc.get_stats())
+    return {
+        "heap_objects": sum(gc.get_count()),
+        "heap_idle_bytes": 0,
+        "heap_in_use_bytes": resident,
+        "heap_released_bytes": 0,
+        "gc_pause_usec_100": 0,
+        "gc_pause_usec_99": 0,
+        "gc_pause_usec_95": 0,
+        "next_gc_bytes": 0,
+        "gc_total_runs": collections,
+    }
+
+
+def stats(nsqd, topic_filter=None, channel_filter=None, include_clients=True, include_mem=True) -> dict:
+    topics = []
+    for name, topic in sorted(nsqd.topics.items()):
+        if topic_filter is not None and name != topic_filter:
+            continue
+        if channel_filter is not None and channel_filter not in topic.channels:
+            continue
+        topics.append(topic_stats(topic, channel_filter, include_clients))
+    producers = None
+    if include_clients:
+        producers = [
+            client_stats(client, topic_filter)
+            for client in nsqd.clients.values()
+            if client.pub_counts and (topic_filter is None or topic_filter in client.pub_counts)
+        ] or None
+    result = {
+        "version": NSQ_VERSION,
+        "health": nsqd.health,
+        "start_time": nsqd.start_time,
+        "topics": topics if topics or topic_filter is None else None,
+    }
+    if include_mem:
+        result["memory"] = memory_stats()
+    result["producers"] = producers
+    return result
+
+
+def _uptime(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes}m{secs}s" if hours else f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def _client_line(c: dict) -> str:
+    return (
+        f"        [{c['version']} {c['client_id']:<16}] state: {c['state']} inflt: {c['in_flight_count']:<4} "
+        f"rdy: {c['ready_count']:<4} fin: {c['finish_count']:<8} re-q: {c['requeue_count']:<8} "
+        f"msgs: {c['message_count']:<8} connected: {_uptime(int(time.time()) - c['connect_ts'])}"
+    )
+
+
+def render_text(data: dict, version_line: str) -> str:
+    lines = [
+        version_line,
+        f"start_time {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(data['start_time']))}",
+        f"uptime {_uptime(int(time.time()) - data['start_time'])}",
+        "",
+        f"Health: {data['health']}",
+        "",
+    ]
+    memory = data.get("memory")
+    if memory:
+        lines.append("Memory:")
+        lines.extend(f"   {key:<26}{value}" for key, value in memory.items())
+        lines.append("")
+    topics = data["topics"] or []
+    if not topics:
+        lines.append("Topics: None")
+    else:
+        lines.append("Topics:")
+    for t in topics:
+        paused = "*P " if t["paused"] else "   "
+        lines.append(f"{paused}[{t['topic_name']:<15}] depth: {t['depth']:<5} be-depth: {t['backend_depth']:<5} "
+                     f"msgs: {t['message_count']:<8} e2e%: ")
+        for ch in t["channels"]:
+            paused = "*P " if ch["paused"] else "   "
+            lines.append(
+                f"    {paused}[{ch['channel_name']:<25}] depth: {ch['depth']:<5} be-depth: {ch['backend_depth']:<5} "
+                f"inflt: {ch['in_flight_count']:<4} def: {ch['deferred_count']:<4} re-q: {ch['requeue_count']:<5} "
+                f"timeout: {ch['timeout_count']:<5} msgs: {ch['message_count']:<8} e2e%: "
+            )
+            lines.extend(_client_line(c) for c in ch["clients"] or [])
+    lines.append("")
+    producers = data.get("producers") or []
+    if not producers:
+        lines.append("Producers: None")
+    else:
+        lines.append("Producers:")
+        lines.extend(_client_line(c) for c in producers)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,305 @@
+"""The V2 TCP protocol: magic, command dispatch and one handler per command.
+
+Checks run in nsqd's order so clients see the same error for the same
+mistake. Every error is fatal (error frame, then close) except FIN, REQ and
+TOUCH failures.
+"""
+
+import asyncio
+import time
+
+from ..protocol import errors
+from ..protocol.commands import ABORT, CommandReader, parse_base10, parse_mpub_body
+from ..protocol.errors import ProtocolError
+from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
+from ..protocol.identify import identify_response, negotiate
+from ..protocol.message import MESSAGE_ID_LENGTH
+from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from .client import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, ClientV2
+from .topic import TopicExiting
+
+
+def _invalid(description: str) -> ProtocolError:
+    return ProtocolError(errors.E_INVALID, description)
+
+
+def _name(raw: bytes) -> str:
+    return raw.decode("latin-1")
+
+
+class V2Protocol(asyncio.Protocol):
+    def __init__(self, nsqd):
+        self.nsqd = nsqd
+        self.transport = None
+        self.client: ClientV2 | None = None
+        self.reader: CommandReader | None = None
+        self._magic = b""
+
+    # --- asyncio callbacks ----------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        client = self.client
+        if client is None:
+            self._magic += data
+            if len(self._magic) < 4:
+                return
+            magic, data = self._magic[:4], self._magic[4:]
+            if magic != MAGIC_V2:
+                self.nsqd.log.error("client(%s) bad protocol magic %r",
+                                    self.transport.get_extra_info("peername"), magic)
+                self.transport.write(encode_error(ProtocolError(errors.E_BAD_PROTOCOL,
+                                                                f"client({magic!r}) bad protocol magic")))
+                self.transport.close()
+                return
+            options = self.nsqd.options
+            client = self.client = self.nsqd.add_client(self.transport)
+            self.reader = CommandReader(options.max_msg_size, options.max_body_size)
+            if not data:
+                return
+        if client.closed:
+            return
+        client.last_read = client.loop.time()
+        handlers = _HANDLERS
+        for command in self.reader.feed(data):
+            if command is ABORT:
+                self.nsqd.log.error("[%s] command line too long, closing", client.remote_address)
+                client.close()
+                return
+            handler = handlers.get(command.name)
+            try:
+                if handler is None:
+                    raise _invalid(f"invalid command {_name(command.name)}")
+                handler(self, client, command)
+            except ProtocolError as error:
+                client.send_error(error)
+                if error.fatal:
+                    self.nsqd.log.error("[%s] %s", client.remote_address, error)
+                    client.close()
+                    return
+
+    def connection_lost(self, exc) -> None:
+        if self.client is not None:
+            self.client.connection_lost()
+
+    def pause_writing(self) -> None:
+        if self.client is not None:
+            self.client.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.client is not None:
+            self.client.resume_writing()
+
+    # --- shared checks -----------------------------------------------------------------
+
+    def _topic_name(self, raw: bytes, command: str) -> str:
+        name = _name(raw)
+        if not is_valid_topic_name(name):
+            raise ProtocolError(errors.E_BAD_TOPIC, f'{command} topic name "{name}" is not valid')
+        return name
+
+    @staticmethod
+    def _in_flight_id(client: ClientV2, command, name: str) -> bytes:
+        if client.state not in (STATE_SUBSCRIBED, STATE_CLOSING):
+            raise _invalid(f"cannot {name} in current state")
+        if len(command.params) < (3 if name == "REQ" else 2):
+            raise _invalid(f"{name} insufficient number of params")
+        message_id = command.params[1]
+        if len(message_id) != MESSAGE_ID_LENGTH:
+            raise _invalid("invalid message ID")
+        return message_id
+
+    @staticmethod
+    def _not_in_flight(client: ClientV2, code: str, name: str, message_id: bytes) -> ProtocolError:
+        channel = client.channel
+        owned_elsewhere = channel is not None and any(
+            message_id in other.in_flight for other in channel.clients if other is not client
+        )
+        reason = "client does not own message" if owned_elsewhere else "ID not in flight"
+        return ProtocolError(code, f"{name} {_name(message_id)} failed {reason}")
+
+    @staticmethod
+    def _parse_ms(raw: bytes, what: str) -> int:
+        try:
+            return parse_base10(raw)
+        except ValueError:
+            raise _invalid(f"{what} {_name(raw)}") from None
+
+    # --- commands ---------------------------------------------------------------------
+
+    def identify(self, client: ClientV2, command) -> None:
+        if client.state != STATE_INIT:
+            raise _invalid("cannot IDENTIFY in current state")
+        if command.body_error is not None:
+            raise command.body_error
+        settings = negotiate(command.body, self.nsqd.identify_policy, client.settings)
+        client.update_settings(settings)
+        if settings.feature_negotiation:
+            client.send_response(identify_response(settings, self.nsqd.identify_policy))
+        else:
+            client.send_frame(OK_FRAME)
+
+    def auth(self, client: ClientV2, command) -> None:
+        if client.state != STATE_INIT:
+            raise _invalid("cannot AUTH in current state")
+        if len(command.params) != 1:
+            raise _invalid("AUTH invalid number of parameters")
+        if command.body_error is not None:
+            raise command.body_error
+        raise ProtocolError(errors.E_AUTH_DISABLED, "AUTH disabled")
+
+    def sub(self, client: ClientV2, command) -> None:
+        if client.state != STATE_INIT:
+            raise _invalid("cannot SUB in current state")
+        if client.settings.heartbeat_interval <= 0:
+            raise _invalid("cannot SUB with heartbeats disabled")
+        params = command.params
+        if len(params) < 3:
+            raise _invalid("SUB insufficient number of parameters")
+        topic_name = self._topic_name(params[1], "SUB")
+        channel_name = _name(params[2])
+        if not is_valid_channel_name(channel_name):
+            raise ProtocolError(errors.E_BAD_CHANNEL, f'SUB channel name "{channel_name}" is not valid')
+        nsqd = self.nsqd
+        try:
+            topic = nsqd.get_topic(topic_name)
+            channel = topic.get_channel(channel_name)
+        except TopicExiting:
+            raise ProtocolError(errors.E_SUB_FAILED, "SUB failed to add client") from None
+        if channel.exiting:
+            raise ProtocolError(errors.E_SUB_FAILED, "SUB failed to add client")
+        limit = nsqd.options.max_channel_consumers
+        if limit and len(channel.clients) >= limit:
+            raise ProtocolError(
+                errors.E_SUB_FAILED,
+                f"SUB failed: channel consumers for {topic_name}:{channel_name} exceeds limit of {limit}",
+            )
+        channel.add_client(client)
+        client.channel = channel
+        client.state = STATE_SUBSCRIBED
+        client.send_frame(OK_FRAME)
+
+    def rdy(self, client: ClientV2, command) -> None:
+        if client.state == STATE_CLOSING:
+            return
+        if client.state != STATE_SUBSCRIBED:
+            raise _invalid("cannot RDY in current state")
+        count = 1
+        if len(command.params) > 1:
+            raw = command.params[1]
+            try:
+                count = parse_base10(raw)
+            except ValueError:
+                raise _invalid(f"RDY could not parse count {_name(raw)}") from None
+        limit = self.nsqd.options.max_rdy_count
+        if count > limit:
+            raise _invalid(f"RDY count {count} out of range 0-{limit}")
+        opened = count > client.ready_count
+        client.ready_count = count
+        if opened:
+            client.on_window_opened()
+
+    def fin(self, client: ClientV2, command) -> None:
+        message_id = self._in_flight_id(client, command, "FIN")
+        if client.in_flight.pop(message_id, None) is None:
+            raise self._not_in_flight(client, errors.E_FIN_FAILED, "FIN", message_id)
+        client.finish_count += 1
+        client.channel.schedule_dispatch()
+
+    def req(self, client: ClientV2, command) -> None:
+        message_id = self._in_flight_id(client, command, "REQ")
+        delay_ms = self._parse_ms(command.params[2], "REQ could not parse timeout")
+        max_ms = int(self.nsqd.options.max_req_timeout * 1000)
+        if delay_ms > max_ms:
+            self.nsqd.log.info("[%s] REQ timeout %d out of range 0-%d, clamping",
+                               client.remote_address, delay_ms, max_ms)
+            delay_ms = max_ms
+        message = client.in_flight.pop(message_id, None)
+        if message is None:
+            raise self._not_in_flight(client, errors.E_REQ_FAILED, "REQ", message_id)
+        message.client = None
+        client.requeue_count += 1
+        client.channel.requeue(message, delay_ms / 1000)
+        client.channel.schedule_dispatch()
+
+    def touch(self, client: ClientV2, command) -> None:
+        message_id = self._in_flight_id(client, command, "TOUCH")
+        in_flight = client.in_flight
+        message = in_flight.pop(message_id, None)
+        if message is None:
+            raise self._not_in_flight(client, errors.E_TOUCH_FAILED, "TOUCH", message_id)
+        ceiling = message.delivered_at + self.nsqd.options.max_msg_timeout
+        message.deadline = min(time.monotonic() + client.msg_timeout, ceiling)
+        in_flight[message_id] = message  # to the back: the scan reads deadlines in order
+
+    def cls(self, client: ClientV2, command) -> None:
+        if client.state != STATE_SUBSCRIBED:
+            raise _invalid("cannot CLS in current state")
+        client.ready_count = 0
+        client.state = STATE_CLOSING
+        client.send_frame(CLOSE_WAIT_FRAME)
+
+    def nop(self, client: ClientV2, command) -> None:
+        pass
+
+    def pub(self, client: ClientV2, command) -> None:
+        if len(command.params) < 2:
+            raise _invalid("PUB insufficient number of parameters")
+        topic_name = self._topic_name(command.params[1], "PUB")
+        if command.body_error is not None:
+            raise command.body_error
+        self._publish(client, topic_name, [command.body], 0.0, errors.E_PUB_FAILED, "PUB")
+
+    def dpub(self, client: ClientV2, command) -> None:
+        params = command.params
+        if len(params) < 3:
+            raise _invalid("DPUB insufficient number of parameters")
+        topic_name = self._topic_name(params[1], "DPUB")
+        delay_ms = self._parse_ms(params[2], "DPUB could not parse timeout")
+        max_ms = int(self.nsqd.options.max_req_timeout * 1000)
+        if delay_ms > max_ms:
+            raise _invalid(f"DPUB timeout {delay_ms} out of range 0-{max_ms}")
+        if command.body_error is not None:
+            raise command.body_error
+        self._publish(client, topic_name, [command.body], delay_ms / 1000, errors.E_DPUB_FAILED, "DPUB")
+
+    def mpub(self, client: ClientV2, command) -> None:
+        if len(command.params) < 2:
+            raise _invalid("MPUB insufficient number of parameters")
+        name = _name(command.params[1])
+        if not is_valid_topic_name(name):
+            # nsqd repeats the code in this one description
+            raise ProtocolError(errors.E_BAD_TOPIC, f'E_BAD_TOPIC MPUB topic name "{name}" is not valid')
+        if command.body_error is not None:
+            raise command.body_error
+        options = self.nsqd.options
+        bodies = parse_mpub_body(command.body, options.max_msg_size, options.max_body_size)
+        self._publish(client, name, bodies, 0.0, errors.E_MPUB_FAILED, "MPUB")
+
+    def _publish(self, client: ClientV2, topic_name: str, bodies, defer: float, code: str, name: str) -> None:
+        try:
+            self.nsqd.publish(topic_name, bodies, defer)
+        except TopicExiting:
+            raise ProtocolError(code, f"{name} failed exiting") from None
+        except OSError as error:
+            raise ProtocolError(code, f"{name} failed {error}") from None
+        client.pub_counts[topic_name] = client.pub_counts.get(topic_name, 0) + len(bodies)
+        client.send_frame(OK_FRAME)
+
+
+_HANDLERS = {
+    b"IDENTIFY": V2Protocol.identify,
+    b"AUTH": V2Protocol.auth,
+    b"SUB": V2Protocol.sub,
+    b"RDY": V2Protocol.rdy,
+    b"FIN": V2Protocol.fin,
+    b"REQ": V2Protocol.req,
+    b"TOUCH": V2Protocol.touch,
+    b"CLS": V2Protocol.cls,
+    b"NOP": V2Protocol.nop,
+    b"PUB": V2Protocol.pub,
+    b"DPUB": V2Protocol.dpub,
+    b"MPUB": V2Protocol.mpub,
+}

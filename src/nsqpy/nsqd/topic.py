@@ -1,0 +1,133 @@
+"""A topic: takes published messages and gives every channel a copy.
+
+While a topic has no channel, or is paused, messages wait in its own queue
+(memory, then disk). The first channel to appear, or an unpause, drains that
+backlog in chunks so a large one never stalls the event loop.
+"""
+
+from ..protocol.names import is_ephemeral
+from .channel import Channel
+from .guid import GuidFactory
+from .message import Message
+from .queue import MessageQueue
+
+DRAIN_CHUNK = 1000
+
+
+class TopicExiting(Exception):
+    """The topic is being deleted or the daemon is stopping."""
+
+
+class Topic:
+    def __init__(self, name: str, nsqd):
+        self.name = name
+        self.nsqd = nsqd
+        self.ephemeral = is_ephemeral(name)
+        self.loop = nsqd.loop
+        self.queue: MessageQueue = nsqd.new_queue(name, self.ephemeral)
+        self.channels: dict[str, Channel] = {}
+        self.guid = GuidFactory(nsqd.options.node_id)
+        self.paused = False
+        self.exiting = False
+        self.message_count = 0
+        self.message_bytes = 0
+        self._drain_scheduled = False
+
+    @property
+    def depth(self) -> int:
+        return len(self.queue)
+
+    # --- publishing -------------------------------------------------------------
+
+    def publish(self, bodies: list[bytes], timestamp: int, defer: float = 0.0) -> None:
+        """Queue ``bodies`` in order. Raises ``TopicExiting`` or ``OSError``
+        (disk refused the write)."""
+        if self.exiting:
+            raise TopicExiting("exiting")
+        ids = self.guid.new_ids(len(bodies))
+        direct = self.channels and not self.paused and not len(self.queue)
+        for message_id, body in zip(ids, bodies):
+            message = Message(message_id, body, timestamp, 0, defer)
+            if direct:
+                self._fan_out(message)
+            else:
+                self.queue.put(message)
+            self.message_count += 1
+            self.message_bytes += len(body)
+
+    def _fan_out(self, message: Message) -> None:
+        defer = message.defer
+        first = True
+        for channel in self.channels.values():
+            copy = message if first else message.copy()
+            first = False
+            if defer:
+                copy.defer = 0.0
+                channel.put_deferred(copy, defer)
+            else:
+                channel.put(copy)
+
+    def _schedule_drain(self) -> None:
+        if not self._drain_scheduled and self.channels and not self.paused and len(self.queue):
+            self._drain_scheduled = True
+            self.loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        if self.exiting or self.paused or not self.channels:
+            return
+        queue = self.queue
+        for _ in range(DRAIN_CHUNK):
+            message = queue.pop()
+            if message is None:
+                return
+            self._fan_out(message)
+        self._schedule_drain()
+
+    # --- channels ---------------------------------------------------------------
+
+    def get_channel(self, name: str) -> Channel:
+        channel = self.channels.get(name)
+        if channel is None:
+            queue = self.nsqd.new_queue(f"{self.name}:{name}", self.ephemeral or is_ephemeral(name))
+            channel = Channel(self, name, queue, self.loop)
+            self.channels[name] = channel
+            self.nsqd.notify_changed(self, channel)
+            self._schedule_drain()
+        return channel
+
+    def delete_channel(self, name: str) -> None:
+        channel = self.channels.pop(name, None)
+        if channel is None:
+            raise KeyError(name)
+        channel.delete()
+        self.nsqd.notify_changed(self, channel, deleted=True)
+        if self.ephemeral and not self.channels and not self.exiting:
+            self.nsqd.delete_topic(self.name)
+
+    # --- operator actions ---------------------------------------------------------
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def unpause(self) -> None:
+        self.paused = False
+        self._schedule_drain()
+
+    def empty(self) -> None:
+        self.queue.clear()
+
+    def close(self) -> int:
+        """Persist everything (channels first) and stop. Returns messages persisted."""
+        self.exiting = True
+        persisted = sum(channel.close() for channel in self.channels.values())
+        persisted += self.queue.persist(())
+        self.queue.close()
+        return persisted
+
+    def delete(self) -> None:
+        self.exiting = True
+        for channel in self.channels.values():
+            channel.delete()
+        self.channels.clear()
+        self.queue.delete()

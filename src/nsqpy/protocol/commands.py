@@ -1,0 +1,258 @@
+"""V2 commands: the server-side reader and the client-side encoders.
+
+A command is ``NAME[ param]*\\n``; IDENTIFY, AUTH, PUB, DPUB and MPUB are
+followed by ``[int32 length][body]``.
+"""
+
+import json
+import struct
+
+from .errors import ProtocolError, E_BAD_BODY, E_BAD_MESSAGE
+
+MAX_LINE_LENGTH = 16 * 1024  # nsqd's buffered reader size; longer lines close the connection
+
+_INT32 = struct.Struct(">i")
+
+
+class Command:
+    """One parsed command. ``body_error`` is set when the body length was
+    refused before reading it: the handler reports it after checking the
+    parameters, which is the order nsqd checks them in."""
+
+    __slots__ = ("name", "params", "body", "body_error")
+
+    def __init__(self, name, params, body=None, body_error=None):
+        self.name = name
+        self.params = params
+        self.body = body
+        self.body_error = body_error
+
+    def __repr__(self) -> str:
+        return f"Command({self.name!r}, {self.params!r}, body={self.body!r})"
+
+
+#: Returned in place of a command when the stream can no longer be parsed
+#: without an error frame to send (a line longer than nsqd's read buffer).
+ABORT = Command(None, [])
+
+
+def _check_message_size(name: bytes, size: int, max_msg_size: int) -> ProtocolError | None:
+    if size <= 0:
+        return ProtocolError(E_BAD_MESSAGE, f"{name.decode()} invalid message body size {size}")
+    if size > max_msg_size:
+        return ProtocolError(E_BAD_MESSAGE, f"{name.decode()} message too big {size} > {max_msg_size}")
+    return None
+
+
+def _check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError | None:
+    if size <= 0:
+        return ProtocolError(E_BAD_BODY, f"{name.decode()} invalid body size {size}")
+    if size > max_body_size:
+        return ProtocolError(E_BAD_BODY, f"{name.decode()} body too big {size} > {max_body_size}")
+    return None
+
+
+class CommandReader:
+    """Incremental parser for the client-to-nsqd direction.
+
+    ``feed()`` returns the commands completed by the new bytes. After a
+    refused body length or an over-long line the stream is out of step, so the
+    reader yields that last event and then ignores everything that follows.
+    """
+
+    def __init__(self, max_msg_size: int, max_body_size: int):
+        self._body_limits = {
+            b"PUB": (_check_message_size, max_msg_size),
+            b"DPUB": (_check_message_size, max_msg_size),
+            b"MPUB": (_check_body_size, max_body_size),
+            b"IDENTIFY": (_check_body_size, max_body_size),
+            b"AUTH": (_check_body_size, max_body_size),
+        }
+        self._buffer = b""
+        self._pending: Command | None = None  # a body command waiting for its body
+        self._pending_size = -1
+        self._body_parts: list[bytes] = []
+        self._body_have = 0
+        self._body_need = 0
+        self._dead = False
+
+    def feed(self, data: bytes) -> list[Command]:
+        if self._dead:
+            return []
+        if self._body_parts:
+            # a large body arriving in pieces is joined once, when complete
+            self._body_parts.append(data)
+            self._body_have += len(data)
+            if self._body_have < self._body_need:
+                return []
+            data = b"".join(self._body_parts)
+            self._body_parts = []
+            buffer = data
+        else:
+            buffer = self._buffer + data if self._buffer else data
+        pos = 0
+        end = len(buffer)
+        commands = []
+        body_limits = self._body_limits
+        while pos < end:
+            pending = self._pending
+            if pending is not None:
+                if self._pending_size < 0:
+                    if end - pos < 4:
+                        break
+                    size = _INT32.unpack_from(buffer, pos)[0]
+                    pos += 4
+                    check, limit = body_limits[pending.name]
+                    error = check(pending.name, size, limit)
+                    if error is not None:
+                        pending.body_error = error
+                        commands.append(pending)
+                        self._pending = None
+                        self._dead = True
+                        self._buffer = b""
+                        return commands
+                    self._pending_size = size
+                size = self._pending_size
+                if end - pos < size:
+                    self._body_parts = [buffer[pos:]]
+                    self._body_have = end - pos
+                    self._body_need = size
+                    self._buffer = b""
+                    return commands
+                pending.body = buffer[pos : pos + size]
+                pos += size
+                commands.append(pending)
+                self._pending = None
+                self._pending_size = -1
+                continue
+            newline = buffer.find(b"\n", pos)
+            if newline < 0:
+                if end - pos > MAX_LINE_LENGTH:
+                    return self._abort(commands)
+                break
+            if newline - pos > MAX_LINE_LENGTH:
+                return self._abort(commands)
+            line = buffer[pos:newline]
+            pos = newline + 1
+            if line[-1:] == b"\r":
+                line = line[:-1]
+            params = line.split(b" ")
+            name = params[0]
+            command = Command(name, params)
+            if name in body_limits:
+                self._pending = command
+            else:
+                commands.append(command)
+        self._buffer = buffer[pos:] if pos < end else b""
+        return commands
+
+    def _abort(self, commands: list[Command]) -> list[Command]:
+        self._dead = True
+        self._buffer = b""
+        commands.append(ABORT)
+        return commands
+
+
+def parse_base10(value: bytes) -> int:
+    """nsqd's unsigned decimal parse: digits only (no sign); empty means 0."""
+    if value and not value.isdigit():
+        raise ValueError(value)
+    return int(value) if value else 0
+
+
+def parse_mpub_body(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
+    """``[int32 count]([int32 size][bytes])*`` -> message bodies, all validated
+    before any is returned (MPUB is all or nothing)."""
+    length = len(body)
+    if length < 4:
+        raise ProtocolError(E_BAD_BODY, "MPUB failed to read message count")
+    count = _INT32.unpack_from(body, 0)[0]
+    max_messages = (max_body_size - 4) // 5
+    if count <= 0 or count > max_messages:
+        raise ProtocolError(E_BAD_BODY, f"MPUB invalid message count {count}")
+    messages = []
+    append = messages.append
+    unpack_from = _INT32.unpack_from
+    pos = 4
+    for index in range(count):
+        if pos + 4 > length:
+            raise ProtocolError(E_BAD_BODY, f"MPUB failed to read message({index}) body size")
+        size = unpack_from(body, pos)[0]
+        if size <= 0:
+            raise ProtocolError(E_BAD_MESSAGE, f"MPUB invalid message({index}) body size {size}")
+        if size > max_msg_size:
+            raise ProtocolError(E_BAD_MESSAGE, f"MPUB message too big {size} > {max_msg_size}")
+        pos += 4
+        if pos + size > length:
+            raise ProtocolError(E_BAD_MESSAGE, f"MPUB failed to read message({index}) body")
+        append(body[pos : pos + size])
+        pos += size
+    if pos != length:
+        raise ProtocolError(E_BAD_BODY, f"MPUB body has {length - pos} bytes after message({count - 1})")
+    return messages
+
+
+# --- client-side encoders -------------------------------------------------
+
+
+def _as_bytes(value) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+def encode_command(name: bytes, *params, body: bytes | None = None) -> bytes:
+    line = b" ".join([name, *(_as_bytes(p) for p in params)]) + b"\n"
+    if body is None:
+        return line
+    return line + _INT32.pack(len(body)) + body
+
+
+def encode_mpub_body(bodies: list[bytes]) -> bytes:
+    parts = [_INT32.pack(len(bodies))]
+    for body in bodies:
+        parts.append(_INT32.pack(len(body)))
+        parts.append(body)
+    return b"".join(parts)
+
+
+def identify(settings: dict) -> bytes:
+    return encode_command(b"IDENTIFY", body=json.dumps(settings).encode())
+
+
+def auth(secret: bytes) -> bytes:
+    return encode_command(b"AUTH", body=secret)
+
+
+def sub(topic: str, channel: str) -> bytes:
+    return encode_command(b"SUB", topic, channel)
+
+
+def rdy(count: int) -> bytes:
+    return encode_command(b"RDY", count)
+
+
+def fin(message_id: bytes) -> bytes:
+    return encode_command(b"FIN", message_id)
+
+
+def req(message_id: bytes, delay_ms: int) -> bytes:
+    return encode_command(b"REQ", message_id, delay_ms)
+
+
+def touch(message_id: bytes) -> bytes:
+    return encode_command(b"TOUCH", message_id)
+
+
+def pub(topic: str, body: bytes) -> bytes:
+    return encode_command(b"PUB", topic, body=body)
+
+
+def dpub(topic: str, delay_ms: int, body: bytes) -> bytes:
+    return encode_command(b"DPUB", topic, delay_ms, body=body)
+
+
+def mpub(topic: str, bodies: list[bytes]) -> bytes:
+    return encode_command(b"MPUB", topic, body=encode_mpub_body(bodies))
+
+
+NOP = b"NOP\n"
+CLS = b"CLS\n"
