@@ -52,6 +52,17 @@ def _check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolErro
     return None
 
 
+# nsqd checks a body command's parameter count before it reads the body;
+# with the wrong count it answers at once, and no body follows.
+_BODY_PARAM_COUNTS = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1}
+
+
+def _expects_body(name: bytes, params: list[bytes]) -> bool:
+    if name == b"AUTH":
+        return len(params) == 1
+    return len(params) >= _BODY_PARAM_COUNTS[name]
+
+
 class CommandReader:
     """Incremental parser for the client-to-nsqd direction.
 
@@ -139,7 +150,7 @@ class CommandReader:
             params = line.split(b" ")
             name = params[0]
             command = Command(name, params)
-            if name in body_limits:
+            if name in body_limits and _expects_body(name, params):
                 self._pending = command
             else:
                 commands.append(command)

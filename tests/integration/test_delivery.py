@@ -1,0 +1,247 @@
+"""Delivery semantics through a real nsqd: fan-out, flow control, timeouts,
+requeue, deferral, ephemeral lifetimes, backlog and disk overflow."""
+
+import time
+from urllib.parse import quote
+
+from nsqpy.protocol import commands as cmd
+from tests.support.wire import WireConn, http, http_json, wait_until
+
+
+def conn(daemon) -> WireConn:
+    return WireConn(daemon.tcp_hostport)
+
+
+def channel_stats(daemon, topic, channel):
+    _, data = http_json("GET", f"{daemon.http_url}/stats?format=json&topic={topic}&channel={channel}")
+    topics = data["topics"] or []
+    return topics[0]["channels"][0] if topics else None
+
+
+def test_every_channel_gets_every_message(shared_nsqd, topic):
+    with conn(shared_nsqd) as a, conn(shared_nsqd) as b:
+        a.subscribe(topic, "one", rdy=10)
+        b.subscribe(topic, "two", rdy=10)
+        a.send(cmd.mpub(topic, [b"1", b"2", b"3"]))
+        a.expect_ok()
+        for c in (a, b):
+            messages = c.messages(3)
+            assert [m.body for m in messages] == [b"1", b"2", b"3"]
+            assert all(m.attempts == 1 for m in messages)
+
+
+def test_channel_shares_messages_among_its_consumers(shared_nsqd, topic):
+    with conn(shared_nsqd) as a, conn(shared_nsqd) as b:
+        a.subscribe(topic, "ch", rdy=100)
+        b.subscribe(topic, "ch", rdy=100)
+        bodies = [str(i).encode() for i in range(100)]
+        a.send(cmd.mpub(topic, bodies))
+        a.expect_ok()
+        got_a, got_b = [], []
+        for c, got in ((a, got_a), (b, got_b)):
+            try:
+                while True:
+                    got.append(c.message(timeout=0.5).body)
+            except TimeoutError:
+                pass
+        assert sorted(got_a + got_b) == sorted(bodies)  # each message exactly once
+        assert got_a and got_b  # both consumers took part
+
+
+def test_rdy_is_an_in_flight_window(shared_nsqd, topic):
+    with conn(shared_nsqd) as c:
+        c.subscribe(topic, "ch", rdy=2)
+        c.send(cmd.mpub(topic, [b"a", b"b", b"c", b"d"]))
+        c.expect_ok()
+        first = c.messages(2)
+        c.expect_nothing(0.3)  # window full
+        c.send(cmd.fin(first[0].id))
+        assert c.message().body == b"c"  # one slot opened, one message
+        c.expect_nothing(0.2)
+        c.send(cmd.rdy(0))
+        c.send(cmd.fin(first[1].id))
+        c.expect_nothing(0.3)  # RDY 0 stops delivery
+        c.send(cmd.rdy(5))
+        assert c.message().body == b"d"
+
+
+def test_in_flight_timeout_redelivers_with_attempts_counted(shared_nsqd, topic):
+    with conn(shared_nsqd) as c:
+        c.identify(msg_timeout=1000)
+        c.subscribe(topic, "ch", rdy=1)
+        c.publish(topic, b"slow")
+        first = c.message()
+        second = c.message(timeout=3)
+        assert (second.id, second.body, second.attempts) == (first.id, b"slow", 2)
+        assert second.timestamp == first.timestamp
+        assert channel_stats(shared_nsqd, topic, "ch")["timeout_count"] == 1
+        c.send(cmd.fin(first.id))  # owns it again, FIN works
+
+
+def test_touch_keeps_a_message_past_its_timeout(shared_nsqd, topic):
+    with conn(shared_nsqd) as c:
+        c.identify(msg_timeout=1000)
+        c.subscribe(topic, "ch", rdy=1)
+        c.publish(topic, b"long job")
+        message = c.message()
+        for _ in range(4):  # 2 s of work, touching every 0.5 s
+            time.sleep(0.5)
+            c.send(cmd.touch(message.id))
+        c.send(cmd.fin(message.id))
+        c.expect_nothing(0.5)
+        stats = channel_stats(shared_nsqd, topic, "ch")
+        assert stats["timeout_count"] == 0 and stats["in_flight_count"] == 0
+
+
+def test_req_with_delay_defers_and_req_zero_requeues_at_once(shared_nsqd, topic):
+    with conn(shared_nsqd) as c:
+        c.subscribe(topic, "ch", rdy=1)
+        c.publish(topic, b"retry me")
+        message = c.message()
+        c.send(cmd.req(message.id, 0))
+        again = c.message(timeout=1)
+        assert again.attempts == 2
+        sent = time.monotonic()
+        c.send(cmd.req(again.id, 600))
+        c.expect_nothing(0.4)
+        third = c.message(timeout=2)
+        assert time.monotonic() - sent >= 0.55
+        assert (third.body, third.attempts) == (b"retry me", 3)
+        assert channel_stats(shared_nsqd, topic, "ch")["requeue_count"] == 2
+
+
+def test_dpub_and_http_defer_deliver_after_the_delay(shared_nsqd, topic):
+    with conn(shared_nsqd) as c:
+        c.subscribe(topic, "ch", rdy=5)
+        sent = time.monotonic()
+        c.send(cmd.dpub(topic, 700, b"later"))
+        c.expect_ok()
+        assert http("POST", f"{shared_nsqd.http_url}/pub?topic={topic}&defer=700", b"later too")[0] == 200
+        assert channel_stats(shared_nsqd, topic, "ch")["deferred_count"] == 2
+        c.expect_nothing(0.4)
+        bodies = sorted(m.body for m in c.messages(2, timeout=2))
+        assert bodies == [b"later", b"later too"]
+        assert time.monotonic() - sent >= 0.65
+
+
+def test_disconnect_requeues_in_flight_messages_at_once(shared_nsqd, topic):
+    a = conn(shared_nsqd)
+    a.subscribe(topic, "ch", rdy=5)
+    a.send(cmd.mpub(topic, [b"x", b"y"]))
+    a.expect_ok()
+    a.messages(2)
+    a.close()  # msg_timeout is 2 s on this daemon; redelivery must not wait for it
+    with conn(shared_nsqd) as b:
+        b.subscribe(topic, "ch", rdy=5)
+        started = time.monotonic()
+        messages = b.messages(2, timeout=1.5)
+        assert time.monotonic() - started < 1.5
+        assert sorted(m.body for m in messages) == [b"x", b"y"]
+        assert all(m.attempts == 2 for m in messages)
+
+
+def test_topic_without_channel_keeps_messages_for_the_first_channel(shared_nsqd, topic):
+    url = shared_nsqd.http_url
+    assert http("POST", f"{url}/mpub?topic={topic}", b"1\n2\n3\n")[0] == 200
+    with conn(shared_nsqd) as c:
+        c.subscribe(topic, "first", rdy=10)
+        assert [m.body for m in c.messages(3)] == [b"1", b"2", b"3"]
+    with conn(shared_nsqd) as c:
+        c.subscribe(topic, "second", rdy=10)  # a later channel sees only newer messages
+        c.expect_nothing(0.3)
+
+
+def test_ephemeral_channel_and_topic_go_away_with_their_last_client(shared_nsqd, topic):
+    name = f"{topic[:40]}#ephemeral"
+    c = conn(shared_nsqd)
+    c.subscribe(name, "ch#ephemeral")
+    _, data = http_json("GET", f"{shared_nsqd.http_url}/stats?format=json&topic={quote(name)}")
+    assert data["topics"][0]["channels"][0]["channel_name"] == "ch#ephemeral"
+    c.close()
+
+    def gone():
+        _, stats = http_json("GET", f"{shared_nsqd.http_url}/stats?format=json&topic={quote(name)}")
+        return stats["topics"] is None
+
+    wait_until(gone, timeout=3)
+
+
+def test_ephemeral_channel_goes_away_but_durable_topic_stays(shared_nsqd, topic):
+    c = conn(shared_nsqd)
+    c.subscribe(topic, "tmp#ephemeral")
+    c.close()
+
+    def channel_gone():
+        _, stats = http_json("GET", f"{shared_nsqd.http_url}/stats?format=json&topic={topic}")
+        return stats["topics"] and stats["topics"][0]["channels"] == []
+
+    wait_until(channel_gone, timeout=3)
+
+
+def test_paused_channel_holds_messages_until_unpaused(shared_nsqd, topic):
+    url = shared_nsqd.http_url
+    with conn(shared_nsqd) as c:
+        c.subscribe(topic, "ch", rdy=5)
+        assert http("POST", f"{url}/channel/pause?topic={topic}&channel=ch")[0] == 200
+        c.publish(topic, b"held")
+        c.expect_nothing(0.3)
+        assert channel_stats(shared_nsqd, topic, "ch")["paused"] is True
+        assert http("POST", f"{url}/channel/unpause?topic={topic}&channel=ch")[0] == 200
+        assert c.message().body == b"held"
+
+
+def test_paused_topic_holds_messages_until_unpaused(shared_nsqd, topic):
+    url = shared_nsqd.http_url
+    with conn(shared_nsqd) as c:
+        c.subscribe(topic, "ch", rdy=5)
+        assert http("POST", f"{url}/topic/pause?topic={topic}")[0] == 200
+        c.publish(topic, b"held")
+        c.expect_nothing(0.3)
+        assert http("POST", f"{url}/topic/unpause?topic={topic}")[0] == 200
+        assert c.message().body == b"held"
+
+
+def test_overflow_beyond_mem_queue_size_goes_to_disk_and_is_delivered(start_nsqd, topic):
+    daemon = start_nsqd("--mem-queue-size=10", "--max-bytes-per-file=2048")
+    bodies = [b"%04d" % i + b"." * 100 for i in range(200)]
+    with conn(daemon) as c:
+        c.send(cmd.mpub(topic, bodies))
+        c.expect_ok()
+        _, data = http_json("GET", f"{daemon.http_url}/stats?format=json&topic={topic}")
+        assert data["topics"][0]["depth"] == 200
+        assert data["topics"][0]["backend_depth"] == 190
+        c.subscribe(topic, "ch", rdy=50)
+        received = []
+        while len(received) < 200:
+            message = c.message(timeout=3)
+            received.append(message.body)
+            c.send(cmd.fin(message.id))
+        assert sorted(received) == bodies
+        stats = wait_until(lambda: (s := channel_stats(daemon, topic, "ch")) and s["in_flight_count"] == 0 and s)
+        assert stats["depth"] == 0 and stats["backend_depth"] == 0
+
+
+def test_sample_rate_delivers_a_fraction(shared_nsqd, topic):
+    with conn(shared_nsqd) as c:
+        c.identify(sample_rate=20)
+        c.subscribe(topic, "ch", rdy=1000)
+        c.send(cmd.mpub(topic, [b"s"] * 1000))
+        c.expect_ok()
+        count = 0
+        try:
+            while True:
+                c.message(timeout=0.5)
+                count += 1
+        except TimeoutError:
+            pass
+        assert 100 < count < 320  # about 21% (random int in [0,100) <= 20)
+
+
+def test_max_channel_consumers(start_nsqd, topic):
+    daemon = start_nsqd("--max-channel-consumers=1")
+    with conn(daemon) as a, conn(daemon) as b:
+        a.subscribe(topic, "ch")
+        b.send(cmd.sub(topic, "ch"))
+        error = b.error()
+        assert error.code == "E_SUB_FAILED"
+        assert "exceeds limit of 1" in error.description
