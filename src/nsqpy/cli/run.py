@@ -21,14 +21,15 @@ def run_daemon(daemon, log) -> int:
     asyncio.set_event_loop(loop)
 
     async def serve() -> int:
+        # handlers first: a signal that arrives while starting still stops cleanly
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
         try:
             await daemon.start()
         except StartupError as error:  # one line for the operator, not a traceback
             log.critical("%s", error)
             return 1
-        stop = asyncio.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("received signal, shutting down")
         await daemon.stop()
