@@ -1,0 +1,93 @@
+"""The disk queue's file format and its behaviour across reopen, roll and corruption."""
+
+import os
+import struct
+
+import pytest
+
+from nsqpy.diskqueue import DiskQueue
+
+
+def make(path, **kw) -> DiskQueue:
+    options = dict(max_bytes_per_file=100, min_msg_size=1, max_msg_size=50, sync_every=1)
+    options.update(kw)
+    return DiskQueue("q", str(path), **options)
+
+
+def test_fifo_across_files_and_reopen(tmp_path):
+    q = make(tmp_path)
+    records = [b"%02d" % i * 10 for i in range(20)]  # 20-byte records, 4 per 100-byte file
+    for r in records[:10]:
+        q.put(r)
+    assert q.depth == 10
+    assert [q.get() for _ in range(3)] == records[:3]
+    q.close()
+    assert sorted(os.listdir(tmp_path))[0] == "q.diskqueue.000000.dat"
+    meta = (tmp_path / "q.diskqueue.meta.dat").read_text()
+    assert meta == "7\n0,72\n2,48\n"
+
+    q = make(tmp_path)
+    for r in records[10:]:
+        q.put(r)
+    assert [q.get() for _ in range(17)] == records[3:]
+    assert q.get() is None and q.depth == 0
+    q.close()
+    # fully read files are deleted
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".dat") and "meta" not in n] == \
+        [f"q.diskqueue.{q.write_file_num:06d}.dat"]
+
+
+def test_record_format_is_length_prefixed(tmp_path):
+    q = make(tmp_path)
+    q.put(b"hello")
+    q.close()
+    assert (tmp_path / "q.diskqueue.000000.dat").read_bytes() == struct.pack(">i", 5) + b"hello"
+
+
+def test_empty_moves_on_to_a_new_file(tmp_path):
+    q = make(tmp_path)
+    for _ in range(6):
+        q.put(b"x" * 20)
+    q.empty()
+    assert q.depth == 0 and q.get() is None
+    q.put(b"after")
+    assert q.get() == b"after"
+    q.close()
+
+
+def test_corrupt_file_is_renamed_bad_and_reading_goes_on(tmp_path, caplog):
+    q = make(tmp_path)
+    for i in range(8):
+        q.put(b"%d" % i * 20)  # two files of four
+    q.close()
+    first = tmp_path / "q.diskqueue.000000.dat"
+    first.write_bytes(struct.pack(">i", 10**6) + first.read_bytes()[4:])
+    q = make(tmp_path)
+    got = []
+    while (r := q.get()) is not None:
+        got.append(r)
+    assert got == [b"%d" % i * 20 for i in range(4, 8)]
+    assert (tmp_path / "q.diskqueue.000000.dat.bad").exists()
+    assert q.depth == 0
+    assert "renamed it .bad" in caplog.text
+
+
+def test_bytes_past_the_recorded_write_position_are_not_reused(tmp_path):
+    q = make(tmp_path)
+    q.put(b"kept")
+    q.close()
+    with open(tmp_path / "q.diskqueue.000000.dat", "ab") as f:
+        f.write(b"\x00\x00\x00\x05torn")  # a write that was never acknowledged
+    q = make(tmp_path)
+    q.put(b"new")
+    assert [q.get(), q.get(), q.get()] == [b"kept", b"new", None]
+    q.close()
+
+
+def test_refuses_records_outside_the_size_limits(tmp_path):
+    q = make(tmp_path)
+    with pytest.raises(ValueError):
+        q.put(b"x" * 51)
+    with pytest.raises(ValueError):
+        q.put(b"")
+    q.close()

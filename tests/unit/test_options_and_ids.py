@@ -1,0 +1,47 @@
+import pytest
+
+from nsqpy.cli.flags import parse_options
+from nsqpy.nsqd.guid import GuidFactory
+from nsqpy.nsqd.options import NsqdOptions
+from nsqpy.options import format_duration, parse_duration
+
+
+@pytest.mark.parametrize("text,seconds", [
+    ("250ms", 0.25), ("60s", 60), ("1m0s", 60), ("1h30m", 5400), ("1.5s", 1.5), ("0", 0),
+    ("100us", 1e-4), ("-2s", -2), ("15m", 900),
+])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "10", "1x", "s", "1s2"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_format_duration_is_go_like():
+    assert [format_duration(s) for s in (0.25, 60, 3600, 5400, 2)] == ["250ms", "1m0s", "1h0m0s", "1h30m0s", "2s"]
+
+
+def test_flag_styles_and_defaults():
+    options, show_version = parse_options("nsqd", NsqdOptions, [
+        "-mem-queue-size", "5", "--sync-every=7", "--snappy=false", "--deflate",
+        "--lookupd-tcp-address=a:1", "-lookupd-tcp-address", "b:2", "--e2e-processing-latency-percentile=1.0,0.5",
+    ])
+    assert not show_version
+    assert (options.mem_queue_size, options.sync_every, options.snappy, options.deflate) == (5, 7, False, True)
+    assert options.nsqlookupd_tcp_addresses == ["a:1", "b:2"]
+    assert options.e2e_processing_latency_percentiles == [1.0, 0.5]
+    defaults = NsqdOptions()
+    assert (defaults.tcp_address, defaults.http_address, defaults.mem_queue_size, defaults.max_rdy_count,
+            defaults.msg_timeout, defaults.max_req_timeout) == ("0.0.0.0:4150", "0.0.0.0:4151", 10000, 2500, 60, 3600)
+
+
+def test_ids_are_unique_increasing_hex_even_past_the_sequence_space():
+    guid = GuidFactory(node_id=1023)
+    ids = guid.new_ids(10000) + guid.new_ids(5000)
+    assert len(set(ids)) == len(ids)
+    assert ids == sorted(ids)
+    assert all(len(i) == 16 and int(i, 16) >= 0 for i in ids)
+    assert (int(ids[0], 16) >> 12) & 0x3FF == 1023
