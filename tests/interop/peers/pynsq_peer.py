@@ -1,0 +1,56 @@
+"""pynsq 0.9.1 (tornado) Writer and Reader against our nsqd. argv: tcp_address topic"""
+
+import sys
+
+import nsq
+import tornado.ioloop
+
+from scenario import DEFER_MS, DEFERRED, MPUBS, PUBS, REQUEUE_ME, TOUCH_EVERY, TOUCH_HOLD, TOUCH_ME, Record
+
+address, topic = sys.argv[1], sys.argv[2]
+loop = tornado.ioloop.IOLoop.current()
+record = Record()
+writer = nsq.Writer([address])
+
+
+def check(conn, data):
+    if isinstance(data, nsq.Error):
+        print(f"publish failed: {data}", file=sys.stderr)
+        sys.exit(1)
+
+
+def publish():
+    for body in PUBS + [REQUEUE_ME, TOUCH_ME]:
+        writer.pub(topic, body, check)
+    writer.mpub(topic, MPUBS, check)
+    writer.dpub(topic, DEFER_MS, DEFERRED, check)
+
+
+def handler(message):
+    record.delivered(message.body, message.attempts)
+    if message.body == REQUEUE_ME and message.attempts == 1:
+        message.enable_async()
+        message.requeue(time_ms=100, backoff=True)
+        return None
+    if message.body == TOUCH_ME:
+        message.enable_async()
+        for i in range(1, int(TOUCH_HOLD / TOUCH_EVERY) + 1):
+            loop.call_later(i * TOUCH_EVERY, message.touch)
+        loop.call_later(TOUCH_HOLD, lambda: (message.finish(), record.finish(message.body), stop_if_done()))
+        return None
+    record.finish(message.body)
+    stop_if_done()
+    return True
+
+
+def stop_if_done():
+    if record.done:
+        loop.call_later(0.5, loop.stop)
+
+
+reader = nsq.Reader(topic=topic, channel="pynsq", message_handler=handler, nsqd_tcp_addresses=[address],
+                    max_in_flight=20, max_backoff_duration=1, heartbeat_interval=1)
+loop.call_later(0.5, publish)
+loop.call_later(25, loop.stop)
+loop.start()
+record.report()

@@ -1,0 +1,51 @@
+"""pynsq, gnsq and ansq, installed from PyPI, publish and consume through our
+nsqd unchanged: PUB, MPUB, DPUB, REQ with the client's backoff, TOUCH past
+the msg_timeout. Each runs in its own subprocess (gevent patches the world,
+tornado brings its own loop)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.wire import http_json
+
+PEERS = Path(__file__).parent / "peers"
+ALL_BODIES = sorted([f"p-{i}" for i in range(10)] + [f"m-{i}" for i in range(10)]
+                    + ["deferred", "req-me", "touch-me"])
+
+
+@pytest.fixture(scope="module")
+def interop_nsqd(tmp_path_factory):
+    from nsqpy.testing import nsqd_process
+
+    daemon = nsqd_process(str(tmp_path_factory.mktemp("interop")), "--msg-timeout=1s").start()
+    yield daemon
+    try:
+        daemon.stop()
+    finally:
+        daemon.kill()
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("peer", ["pynsq", "gnsq", "ansq"])
+def test_third_party_client_publishes_and_consumes(interop_nsqd, peer):
+    topic = f"interop_{peer}"
+    result = subprocess.run([sys.executable, str(PEERS / f"{peer}_peer.py"), interop_nsqd.tcp_address, topic],
+                            capture_output=True, text=True, timeout=60, cwd=PEERS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    deliveries = report["deliveries"]
+    assert report["finished"] == ALL_BODIES, result.stderr[-3000:]
+    assert sorted(deliveries) == ALL_BODIES
+    assert deliveries["req-me"] == [1, 2]  # requeued once, redelivered with attempts counted
+    assert deliveries["touch-me"] == [1]  # touched past the 1 s timeout: never redelivered
+    assert all(deliveries[b] == [1] for b in ALL_BODIES if b not in ("req-me",))
+    assert report["deferred_after"] >= 0.3 or peer == "gnsq"  # gnsq publishes before consuming
+
+    _, stats = http_json("GET", f"{interop_nsqd.http_url}/stats?format=json&topic={topic}")
+    (channel,) = stats["topics"][0]["channels"]
+    assert (channel["depth"], channel["in_flight_count"], channel["timeout_count"]) == (0, 0, 0)
+    assert channel["requeue_count"] == 1
