@@ -121,8 +121,6 @@ class Channel:
                 if not pending:
                     break
             ready = still_ready
-        for client in ready:
-            client.flush_soon()
 
     # --- consumers ------------------------------------------------------------
 

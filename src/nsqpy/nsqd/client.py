@@ -128,22 +128,17 @@ class ClientV2:
 
     # --- output -----------------------------------------------------------------
 
+    # Responses are only buffered: the connection flushes once it has handled
+    # everything one read of the socket brought (see V2Protocol.data_received).
+
     def send_response(self, data: bytes) -> None:
         self._out.append(encode_response(data))
-        self.flush_soon()
 
     def send_frame(self, frame: bytes) -> None:
         self._out.append(frame)
-        self.flush_soon()
 
     def send_error(self, error: ProtocolError) -> None:
         self._out.append(encode_error(error))
-        self.flush_soon()
-
-    def flush_soon(self) -> None:
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
         self._flush_scheduled = False

@@ -22,21 +22,19 @@ class GuidFactory:
 
     def new_ids(self, count: int) -> list[bytes]:
         ts = time.time_ns() >> 20
-        last_ts = self.last_ts
-        sequence = self.sequence
-        if ts > last_ts:
-            last_ts, sequence = ts, -1
+        if ts > self.last_ts:
+            self.last_ts, self.sequence = ts, -1
         ids = []
-        append = ids.append
-        node_bits = self.node_bits
-        for _ in range(count):
-            sequence += 1
-            if sequence > SEQUENCE_MASK:
-                last_ts += 1
-                sequence = 0
-            append(b"%016x" % (((last_ts - EPOCH) << 22) | node_bits | sequence))
-        self.last_ts = last_ts
-        self.sequence = sequence
+        while count:
+            first = self.sequence + 1
+            if first > SEQUENCE_MASK:
+                self.last_ts += 1
+                first = 0
+            last = min(first + count, SEQUENCE_MASK + 1)
+            base = ((self.last_ts - EPOCH) << 22) | self.node_bits
+            ids += [b"%016x" % (base | sequence) for sequence in range(first, last)]
+            count -= last - first
+            self.sequence = last - 1
         return ids
 
     def new_id(self) -> bytes:

@@ -39,6 +39,16 @@ class MessageQueue:
         else:
             self.dropped += 1
 
+    def put_many(self, messages: list[Message]) -> None:
+        room = self.capacity - len(self.memory)
+        if room >= len(messages):
+            self.memory.extend(messages)
+            return
+        if room > 0:
+            self.memory.extend(messages[:room])
+        for message in messages[max(room, 0):]:
+            self.put(message)
+
     def pop(self) -> Message | None:
         """The next message. Memory and disk take turns when both hold some,
         so neither starves (NSQ picks between them at random)."""

@@ -79,6 +79,7 @@ class V2Protocol(asyncio.Protocol):
                     self.nsqd.log.error("[%s] %s", client.remote_address, error)
                     client.close()
                     return
+        client.flush()
 
     def connection_lost(self, exc) -> None:
         if self.client is not None:

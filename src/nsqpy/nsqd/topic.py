@@ -45,15 +45,14 @@ class Topic:
         if self.exiting:
             raise TopicExiting("exiting")
         ids = self.guid.new_ids(len(bodies))
-        direct = self.channels and not self.paused and not len(self.queue)
-        for message_id, body in zip(ids, bodies):
-            message = Message(message_id, body, timestamp, 0, defer)
-            if direct:
+        messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
+        if self.channels and not self.paused and not len(self.queue):
+            for message in messages:
                 self._fan_out(message)
-            else:
-                self.queue.put(message)
-            self.message_count += 1
-            self.message_bytes += len(body)
+        else:
+            self.queue.put_many(messages)
+        self.message_count += len(bodies)
+        self.message_bytes += sum(map(len, bodies))
 
     def _fan_out(self, message: Message) -> None:
         defer = message.defer
