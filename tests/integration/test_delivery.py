@@ -245,3 +245,21 @@ def test_max_channel_consumers(start_nsqd, topic):
         error = b.error()
         assert error.code == "E_SUB_FAILED"
         assert "exceeds limit of 1" in error.description
+
+
+def test_a_lone_message_is_not_held_for_the_output_buffer_timeout(shared_nsqd, topic):
+    with conn(shared_nsqd) as consumer, conn(shared_nsqd) as producer:
+        consumer.identify(output_buffer_timeout=10_000, output_buffer_size=65536)
+        consumer.subscribe(topic, "ch", rdy=10)
+        producer.publish(topic, b"now")
+        # NSQ would flush after up to 10 s; the buffer only batches while more is queued
+        assert consumer.message(timeout=3).body == b"now"
+
+
+def test_unbuffered_client_gets_every_message(shared_nsqd, topic):
+    with conn(shared_nsqd) as c:
+        c.identify(output_buffer_size=-1)
+        c.subscribe(topic, "ch", rdy=10)
+        c.send(cmd.mpub(topic, [b"1", b"2", b"3"]))
+        c.expect_ok()
+        assert [m.body for m in c.messages(3)] == [b"1", b"2", b"3"]

@@ -143,3 +143,23 @@ def test_messages_and_topics_survive_a_clean_restart(tmp_path):
             assert redelivered[0].attempts == 2
     finally:
         daemon.stop()
+
+
+def test_listens_on_a_unix_socket(tmp_path):
+    import socket as socket_module
+
+    path = str(tmp_path / "nsqd.sock")
+    daemon = DaemonProcess("nsqd", [f"--tcp-address={path}", "--http-address=127.0.0.1:0",
+                                    f"--data-path={tmp_path}"])
+    daemon.start()
+    try:
+        assert daemon.tcp_address == path
+        _, info = http_json("GET", f"{daemon.http_url}/info")
+        assert info["tcp_port"] == -1
+        sock = socket_module.socket(socket_module.AF_UNIX)
+        sock.connect(path)
+        sock.sendall(b"  V2" + cmd.pub("unix", b"x"))
+        assert sock.recv(10) == b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+        sock.close()
+    finally:
+        daemon.stop()
