@@ -1,3 +1,5 @@
+import contextlib
+import itertools
 import re
 
 import pytest
@@ -8,21 +10,15 @@ from nsqpy.testing import nsqd_process
 @pytest.fixture
 def start_nsqd(tmp_path):
     """Start nsqd subprocesses (stopped at teardown, even on failure)."""
-    started = []
+    with contextlib.ExitStack() as running:
+        count = itertools.count()
 
-    def start(*extra: str, data_path=None):
-        path = data_path or tmp_path / f"nsqd{len(started)}"
-        path.mkdir(exist_ok=True)
-        daemon = nsqd_process(str(path), *extra)
-        started.append(daemon)
-        return daemon.start()
+        def start(*extra: str, data_path=None):
+            path = data_path or tmp_path / f"nsqd{next(count)}"
+            path.mkdir(exist_ok=True)
+            return running.enter_context(nsqd_process(str(path), *extra))
 
-    yield start
-    for daemon in started:
-        try:
-            daemon.stop()
-        finally:
-            daemon.kill()
+        yield start
 
 
 @pytest.fixture
@@ -33,12 +29,8 @@ def nsqd(start_nsqd):
 @pytest.fixture(scope="module")
 def shared_nsqd(tmp_path_factory):
     """One nsqd for a module of tests that each use their own topic names."""
-    daemon = nsqd_process(str(tmp_path_factory.mktemp("nsqd")), "--msg-timeout=2s").start()
-    yield daemon
-    try:
-        daemon.stop()
-    finally:
-        daemon.kill()
+    with nsqd_process(str(tmp_path_factory.mktemp("nsqd")), "--msg-timeout=2s") as daemon:
+        yield daemon
 
 
 _names = iter(range(1 << 30))

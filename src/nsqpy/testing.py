@@ -107,6 +107,17 @@ class DaemonProcess:
             process.wait(5)
             raise TimeoutError(f"{self.program} ignored SIGTERM for {timeout}s:\n{self.output}") from None
 
+    def __enter__(self) -> "DaemonProcess":
+        if self.process is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill()
+
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()

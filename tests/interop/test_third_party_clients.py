@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from nsqpy.testing import nsqd_process
 from tests.support.wire import http_json
 
 PEERS = Path(__file__).parent / "peers"
@@ -19,14 +20,8 @@ ALL_BODIES = sorted([f"p-{i}" for i in range(10)] + [f"m-{i}" for i in range(10)
 
 @pytest.fixture(scope="module")
 def interop_nsqd(tmp_path_factory):
-    from nsqpy.testing import nsqd_process
-
-    daemon = nsqd_process(str(tmp_path_factory.mktemp("interop")), "--msg-timeout=1s").start()
-    yield daemon
-    try:
-        daemon.stop()
-    finally:
-        daemon.kill()
+    with nsqd_process(str(tmp_path_factory.mktemp("interop")), "--msg-timeout=1s") as daemon:
+        yield daemon
 
 
 @pytest.mark.interop

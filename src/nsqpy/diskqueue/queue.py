@@ -15,8 +15,9 @@ The queue does its I/O synchronously; the owner decides when to ``sync()``
 
 import logging
 import os
-import random
 import struct
+
+from ..atomicfile import write_atomically
 
 _LENGTH = struct.Struct(">i")
 
@@ -180,8 +181,6 @@ class DiskQueue:
             self._reader = None
 
     def _read_one(self) -> bytes:
-        if self.read_file_num == self.write_file_num and self._writer is not None:
-            self._writer.flush()
         reader = self._reader
         if reader is None:
             path = self.file_name(self.read_file_num)
@@ -268,15 +267,5 @@ class DiskQueue:
             self.write_pos = 0
 
     def _write_metadata(self) -> None:
-        path = self.metadata_file_name
-        tmp = f"{path}.{random.getrandbits(31)}.tmp"
-        text = (
-            f"{self.depth}\n{self.read_file_num},{self.read_pos}\n{self.write_file_num},{self.write_pos}\n"
-        )
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, text.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        text = f"{self.depth}\n{self.read_file_num},{self.read_pos}\n{self.write_file_num},{self.write_pos}\n"
+        write_atomically(self.metadata_file_name, text.encode())

@@ -5,8 +5,8 @@ between NSQ's nsqd and ours. Ephemeral topics and channels are never written.
 
 import json
 import os
-import random
 
+from ..atomicfile import write_atomically
 from ..protocol import NSQ_VERSION
 from ..protocol.names import is_ephemeral, is_valid_channel_name, is_valid_topic_name
 
@@ -33,16 +33,7 @@ def encode(topics) -> bytes:
 
 
 def write(data_path: str, topics) -> None:
-    """Atomically replace nsqd.dat: temp file, fsync, rename."""
-    path = metadata_path(data_path)
-    tmp = f"{path}.{random.getrandbits(31)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, encode(topics))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_atomically(metadata_path(data_path), encode(topics))
 
 
 def read(data_path: str, log) -> list[tuple[str, bool, list[tuple[str, bool]]]]:
