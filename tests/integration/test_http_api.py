@@ -1,12 +1,15 @@
 """nsqd's HTTP API: paths, status codes, bodies and headers as NSQ serves them."""
 
 import json
+import socket
 import struct
+import time
 
 import pytest
 
+from nsqpy.protocol import commands as cmd
 from nsqpy.protocol.commands import encode_mpub_body
-from tests.support.wire import WireConn, http, http_json
+from tests.support.wire import WireConn, http, http_json, wait_until
 
 V1 = "nsq; version=1.0"
 
@@ -161,3 +164,48 @@ def test_config_get_and_put(shared_nsqd):
     assert http_json("PUT", f"{url}/config/log_level", b"debug") == (200, 1)
     assert http_json("PUT", f"{url}/config/log_level", b"info") == (200, 2)
     assert http_json("PUT", f"{url}/config/mem_queue_size", b"5") == (400, {"message": "INVALID_OPTION"})
+
+
+def test_e2e_latency_percentiles_after_fin(start_nsqd, topic):
+    daemon = start_nsqd("--e2e-processing-latency-percentile=1.0,0.5")
+    url = daemon.http_url
+
+    def e2e(level):
+        _, data = http_json("GET", f"{url}/stats?format=json&topic={topic}")
+        t = data["topics"][0]
+        return t["e2e_processing_latency"] if level == "topic" else t["channels"][0]["e2e_processing_latency"]
+
+    with WireConn(daemon.tcp_hostport) as c:
+        c.subscribe(topic, "ch", rdy=10)
+        assert http("POST", f"{url}/mpub?topic={topic}", b"1\n2\n3\n4\n5")[0] == 200
+        for message in c.messages(5):
+            c.send(cmd.fin(message.id))
+        latency = wait_until(lambda: (e := e2e("channel"))["count"] == 5 and e)
+    assert [p["quantile"] for p in latency["percentiles"]] == [1.0, 0.5]
+    assert latency["percentiles"][0]["value"] >= latency["percentiles"][1]["value"] > 0
+    assert e2e("topic")["count"] == 5
+    assert b"e2e%: 100.0%=" in http("GET", f"{url}/stats")[2]
+
+
+def test_statsd_pushes_counters_and_gauges(start_nsqd, topic):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", 0))
+        udp.settimeout(5)
+        statsd = f"127.0.0.1:{udp.getsockname()[1]}"
+        daemon = start_nsqd(f"--statsd-address={statsd}", "--statsd-interval=200ms",
+                            "--statsd-udp-packet-size=200")
+        url = daemon.http_url
+        assert http("POST", f"{url}/mpub?topic={topic}", b"a\nb\nc")[0] == 200
+        port = url.rsplit(":", 1)[1]
+        head = f"nsq.127_0_0_1_{port}."
+        lines = []
+        deadline = time.monotonic() + 5
+        # read whole pushes (each ends with mem.gc_runs) until one carries the count
+        while time.monotonic() < deadline and not (
+                f"{head}topic.{topic}.message_count:3|c" in lines and lines[-1].startswith(f"{head}mem.gc_runs")):
+            packet = udp.recv(65536)
+            assert len(packet) <= 200
+            lines.extend(packet.decode().splitlines())
+    assert f"{head}topic.{topic}.message_count:3|c" in lines
+    assert f"{head}topic.{topic}.depth:3|g" in lines
+    assert any(line.startswith(f"{head}mem.heap_objects:") and line.endswith("|g") for line in lines)

@@ -20,7 +20,7 @@ from .queue import MessageQueue
 
 
 class Channel:
-    def __init__(self, topic, name: str, queue: MessageQueue, loop):
+    def __init__(self, topic, name: str, queue: MessageQueue, loop, latency=None):
         self.topic = topic
         self.name = name
         self.ephemeral = is_ephemeral(name)
@@ -36,6 +36,7 @@ class Channel:
         self.message_count = 0
         self.requeue_count = 0
         self.timeout_count = 0
+        self.latency = latency  # a LatencyWindow when e2e percentiles are configured
 
         self._dispatch_scheduled = False
         self._rotation = 0
@@ -121,6 +122,12 @@ class Channel:
                 if not pending:
                     break
             ready = still_ready
+
+    def finish(self, message: Message) -> None:
+        """A consumer FINished ``message``: record its latency, refill its window."""
+        if self.latency is not None:
+            self.latency.add(time.time_ns() - message.timestamp)
+        self.schedule_dispatch()
 
     # --- consumers ------------------------------------------------------------
 

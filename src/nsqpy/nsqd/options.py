@@ -5,6 +5,7 @@ import hashlib
 import socket
 import zlib
 
+from ..net import split_host_port
 from ..options import option
 
 
@@ -117,6 +118,11 @@ class NsqdOptions:
             raise ValueError("--max-msg-size and --max-body-size must be > 0")
         if self.max_bytes_per_file <= 0:
             raise ValueError(f"--max-bytes-per-file {self.max_bytes_per_file} must be > 0")
+        if self.statsd_address:
+            try:
+                split_host_port(self.statsd_address)
+            except ValueError:
+                raise ValueError(f"--statsd-address {self.statsd_address!r} must be host:port") from None
         for p in self.e2e_processing_latency_percentiles:
             if not 0 < p <= 1:
                 raise ValueError(f"--e2e-processing-latency-percentile {p} must be in (0, 1.0]")

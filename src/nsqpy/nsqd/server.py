@@ -21,6 +21,8 @@ from ..protocol.message import MESSAGE_HEADER_SIZE
 from . import metadata
 from .client import ClientV2
 from .http import HttpApi
+from .latency import LatencyWindow
+from .statsd import StatsdPusher
 from .options import NsqdOptions
 from .queue import MessageQueue
 from .tcp import V2Protocol
@@ -105,6 +107,8 @@ class NSQD:
             self.loop.create_task(self._queue_scan_loop()),
             self.loop.create_task(self._sync_loop()),
         ]
+        if self.options.statsd_address:
+            self._tasks.append(self.loop.create_task(StatsdPusher(self).run()))
 
     async def stop(self) -> None:
         """Clean shutdown: stop listening, persist every message, release the lock."""
@@ -213,6 +217,12 @@ class NSQD:
                 logger=self.log,
             )
         return MessageQueue(options.mem_queue_size, disk)
+
+    def new_latency_window(self) -> LatencyWindow | None:
+        options = self.options
+        if not options.e2e_processing_latency_percentiles:
+            return None
+        return LatencyWindow(options.e2e_processing_latency_window_time, options.e2e_processing_latency_percentiles)
 
     def get_topic(self, name: str) -> Topic:
         topic = self.topics.get(name)

@@ -6,8 +6,7 @@ import os
 import time
 
 from ..protocol import NSQ_VERSION
-
-_EMPTY_E2E = {"count": 0, "percentiles": None}
+from .latency import summarize
 
 
 def client_stats(client, topic_filter: str | None = None) -> dict:
@@ -44,7 +43,7 @@ def client_stats(client, topic_filter: str | None = None) -> dict:
     return stats
 
 
-def channel_stats(channel, include_clients: bool) -> dict:
+def channel_stats(channel, include_clients: bool, quantiles: list[float]) -> dict:
     return {
         "channel_name": channel.name,
         "depth": channel.depth,
@@ -57,13 +56,13 @@ def channel_stats(channel, include_clients: bool) -> dict:
         "client_count": len(channel.clients),
         "clients": [client_stats(c) for c in channel.clients] if include_clients else None,
         "paused": channel.paused,
-        "e2e_processing_latency": _EMPTY_E2E,
+        "e2e_processing_latency": summarize([channel.latency] if channel.latency else [], quantiles),
     }
 
 
-def topic_stats(topic, channel_filter: str | None, include_clients: bool) -> dict:
+def topic_stats(topic, channel_filter: str | None, include_clients: bool, quantiles: list[float]) -> dict:
     channels = [
-        channel_stats(channel, include_clients)
+        channel_stats(channel, include_clients, quantiles)
         for name, channel in sorted(topic.channels.items())
         if channel_filter is None or name == channel_filter
     ]
@@ -75,7 +74,8 @@ def topic_stats(topic, channel_filter: str | None, include_clients: bool) -> dic
         "message_count": topic.message_count,
         "message_bytes": topic.message_bytes,
         "paused": topic.paused,
-        "e2e_processing_latency": _EMPTY_E2E,
+        "e2e_processing_latency": summarize(
+            [c.latency for c in topic.channels.values() if c.latency], quantiles),
     }
 
 
@@ -108,7 +108,8 @@ def stats(nsqd, topic_filter=None, channel_filter=None, include_clients=True, in
             continue
         if channel_filter is not None and channel_filter not in topic.channels:
             continue
-        topics.append(topic_stats(topic, channel_filter, include_clients))
+        topics.append(topic_stats(topic, channel_filter, include_clients,
+                                  nsqd.options.e2e_processing_latency_percentiles))
     producers = None
     if include_clients:
         producers = [
@@ -132,6 +133,10 @@ def _uptime(seconds: int) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}h{minutes}m{secs}s" if hours else f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def _e2e_text(e2e: dict) -> str:
+    return ", ".join(f"{p['quantile'] * 100:.1f}%={p['value'] / 1e6:.1f}ms" for p in e2e["percentiles"] or [])
 
 
 def _client_line(c: dict) -> str:
@@ -164,13 +169,14 @@ def render_text(data: dict, version_line: str) -> str:
     for t in topics:
         paused = "*P " if t["paused"] else "   "
         lines.append(f"{paused}[{t['topic_name']:<15}] depth: {t['depth']:<5} be-depth: {t['backend_depth']:<5} "
-                     f"msgs: {t['message_count']:<8} e2e%: ")
+                     f"msgs: {t['message_count']:<8} e2e%: {_e2e_text(t['e2e_processing_latency'])}")
         for ch in t["channels"]:
             paused = "*P " if ch["paused"] else "   "
             lines.append(
                 f"    {paused}[{ch['channel_name']:<25}] depth: {ch['depth']:<5} be-depth: {ch['backend_depth']:<5} "
                 f"inflt: {ch['in_flight_count']:<4} def: {ch['deferred_count']:<4} re-q: {ch['requeue_count']:<5} "
-                f"timeout: {ch['timeout_count']:<5} msgs: {ch['message_count']:<8} e2e%: "
+                f"timeout: {ch['timeout_count']:<5} msgs: {ch['message_count']:<8} "
+                f"e2e%: {_e2e_text(ch['e2e_processing_latency'])}"
             )
             lines.extend(_client_line(c) for c in ch["clients"] or [])
     lines.append("")

@@ -204,10 +204,11 @@ class V2Protocol(asyncio.Protocol):
 
     def fin(self, client: ClientV2, command) -> None:
         message_id = self._in_flight_id(client, command, "FIN")
-        if client.in_flight.pop(message_id, None) is None:
+        message = client.in_flight.pop(message_id, None)
+        if message is None:
             raise self._not_in_flight(client, errors.E_FIN_FAILED, "FIN", message_id)
         client.finish_count += 1
-        client.channel.schedule_dispatch()
+        client.channel.finish(message)
 
     def req(self, client: ClientV2, command) -> None:
         message_id = self._in_flight_id(client, command, "REQ")

@@ -89,7 +89,7 @@ class Topic:
         channel = self.channels.get(name)
         if channel is None:
             queue = self.nsqd.new_queue(f"{self.name}:{name}", self.ephemeral or is_ephemeral(name))
-            channel = Channel(self, name, queue, self.loop)
+            channel = Channel(self, name, queue, self.loop, self.nsqd.new_latency_window())
             self.channels[name] = channel
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()
