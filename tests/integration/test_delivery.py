@@ -263,3 +263,34 @@ def test_unbuffered_client_gets_every_message(shared_nsqd, topic):
         c.send(cmd.mpub(topic, [b"1", b"2", b"3"]))
         c.expect_ok()
         assert [m.body for m in c.messages(3)] == [b"1", b"2", b"3"]
+
+
+def test_req_beyond_max_req_timeout_is_clamped_not_refused(start_nsqd, topic):
+    daemon = start_nsqd("--max-req-timeout=1s")
+    with conn(daemon) as c:
+        c.subscribe(topic, "ch", rdy=1)
+        c.publish(topic, b"clamped")
+        message = c.message()
+        sent = time.monotonic()
+        c.send(cmd.req(message.id, 600_000))  # asks for 10 minutes
+        again = c.message(timeout=4)
+        assert again.id == message.id and time.monotonic() - sent < 3.5
+
+
+def test_touch_cannot_extend_past_max_msg_timeout(start_nsqd, topic):
+    daemon = start_nsqd("--max-msg-timeout=2s")
+    with conn(daemon) as c:
+        c.identify(msg_timeout=1500)
+        c.subscribe(topic, "ch", rdy=1)
+        c.publish(topic, b"capped")
+        message = c.message()
+        delivered = time.monotonic()
+        redelivered = None
+        while redelivered is None and time.monotonic() - delivered < 5:
+            c.send(cmd.touch(message.id))
+            try:
+                redelivered = c.message(timeout=0.4)
+            except TimeoutError:
+                pass
+        assert redelivered is not None and redelivered.attempts == 2
+        assert 1.9 <= time.monotonic() - delivered < 3.5
