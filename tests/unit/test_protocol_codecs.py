@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from nsqpy.protocol import commands as cmd
-from nsqpy.protocol.commands import ABORT, CommandReader, encode_mpub_body, parse_base10, parse_mpub_body
+from nsqpy.protocol.commands import ABORT, encode_mpub_body, parse_base10, parse_mpub_body, v2_reader
 from nsqpy.protocol.errors import ProtocolError
 from nsqpy.protocol.frames import FrameReader, encode_frame
 from nsqpy.protocol.identify import ClientSettings, IdentifyPolicy, identify_response, negotiate
@@ -63,7 +63,7 @@ def test_commands_round_trip_through_the_reader_whatever_the_chunking(items, cut
             else:
                 params = [a if isinstance(a, bytes) else str(a).encode() for a in args]
                 expected.append((name, params, None))
-    reader = CommandReader(max_msg_size=1 << 20, max_body_size=5 << 20)
+    reader = v2_reader(max_msg_size=1 << 20, max_body_size=5 << 20)
     parsed = split_feed(reader, wire, cuts)
     assert [(c.name, c.params[1:], c.body) for c in parsed] == expected
     assert all(c.body_error is None for c in parsed)
@@ -72,13 +72,13 @@ def test_commands_round_trip_through_the_reader_whatever_the_chunking(items, cut
 @settings(max_examples=300)
 @given(st.binary(max_size=400), st.lists(st.integers(0, 500), max_size=6))
 def test_reader_never_raises_on_garbage(data, cuts):
-    reader = CommandReader(max_msg_size=100, max_body_size=200)
+    reader = v2_reader(max_msg_size=100, max_body_size=200)
     for command in split_feed(reader, data, cuts):
         assert command is ABORT or isinstance(command.name, bytes)
 
 
 def test_reader_refuses_oversized_bodies_before_reading_them():
-    reader = CommandReader(max_msg_size=10, max_body_size=20)
+    reader = v2_reader(max_msg_size=10, max_body_size=20)
     (command,) = reader.feed(b"PUB t\n" + struct.pack(">i", 11))
     assert command.body is None
     assert (command.body_error.code, command.body_error.description) == \
@@ -87,12 +87,12 @@ def test_reader_refuses_oversized_bodies_before_reading_them():
 
 
 def test_reader_aborts_on_an_over_long_line():
-    reader = CommandReader(max_msg_size=10, max_body_size=20)
+    reader = v2_reader(max_msg_size=10, max_body_size=20)
     assert reader.feed(b"NOP\n" + b"x" * 20000)[-1] is ABORT
 
 
 def test_reader_joins_a_large_body_once():
-    reader = CommandReader(max_msg_size=1 << 20, max_body_size=5 << 20)
+    reader = v2_reader(max_msg_size=1 << 20, max_body_size=5 << 20)
     body = bytes(range(256)) * 4000
     wire = cmd.pub("t", body)
     commands = []

@@ -1,8 +1,4 @@
-"""nsqd's HTTP API on aiohttp, with NSQ's paths, status codes and bodies.
-
-Every V1 response carries ``X-NSQ-Content-Type: nsq; version=1.0`` (go-nsq
-picks its response parser by that header); errors are ``{"message": TEXT}``.
-"""
+"""nsqd's HTTP API on aiohttp, with NSQ's paths, status codes and bodies."""
 
 import json
 import socket
@@ -10,6 +6,8 @@ import socket
 from aiohttp import web
 
 from .. import version_line
+from ..httpapi import (LOG_LEVELS, MAX_CONFIG_BODY, HttpError, bool_param, empty_response, json_response,
+                       new_app, read_body, serve, text_response)
 from ..logs import LEVELS
 from ..net import split_host_port
 from ..options import option_specs
@@ -21,74 +19,6 @@ from . import stats as stats_module
 from .options import NsqdOptions
 from .topic import TopicExiting
 
-V1_HEADERS = {"X-NSQ-Content-Type": "nsq; version=1.0"}
-LOG_LEVELS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
-MAX_CONFIG_BODY = 1024 * 1024
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def json_response(data, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(data).encode(), status=status,
-        content_type="application/json", charset="utf-8", headers=V1_HEADERS,
-    )
-
-
-def text_response(text: str) -> web.Response:
-    return web.Response(text=text, headers=V1_HEADERS)
-
-
-def empty_response() -> web.Response:
-    return web.Response(headers=V1_HEADERS)
-
-
-def bool_param(request: web.Request, name: str, default: bool) -> bool:
-    value = request.query.get(name)
-    if value is None:
-        return default
-    if value in ("true", "1"):
-        return True
-    if value in ("false", "0"):
-        return False
-    raise HttpError(400, "INVALID_REQUEST")
-
-
-async def read_body(request: web.Request, limit: int, too_big: str) -> bytes:
-    if request.content_length is not None and request.content_length > limit:
-        raise HttpError(413, too_big)
-    chunks = []
-    size = 0
-    async for chunk in request.content.iter_any():
-        size += len(chunk)
-        if size > limit:
-            raise HttpError(413, too_big)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-@web.middleware
-async def nsq_errors(request: web.Request, handler):
-    try:
-        return await handler(request)
-    except HttpError as error:
-        return json_response({"message": error.message}, error.status)
-    except web.HTTPNotFound:
-        return json_response({"message": "NOT_FOUND"}, 404)
-    except web.HTTPMethodNotAllowed:
-        return json_response({"message": "METHOD_NOT_ALLOWED"}, 405)
-    except web.HTTPException:
-        raise
-    except Exception:
-        request.app["nsqd"].log.exception("HTTP: %s %s failed", request.method, request.path)
-        return json_response({"message": "INTERNAL_ERROR"}, 500)
-
-
 class HttpApi:
     def __init__(self, nsqd):
         self.nsqd = nsqd
@@ -96,8 +26,7 @@ class HttpApi:
         self._specs = {spec.cfg: spec for spec in option_specs(NsqdOptions)}
 
     async def start(self, sock) -> None:
-        app = web.Application(middlewares=[nsq_errors])
-        app["nsqd"] = self.nsqd
+        app = new_app(self.nsqd.log)
         get, post, put = web.get, web.post, web.put
         app.add_routes([
             get("/ping", self.ping, allow_head=False),
@@ -118,9 +47,7 @@ class HttpApi:
             get("/config/{opt}", self.config_get, allow_head=False),
             put("/config/{opt}", self.config_put),
         ])
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
+        self._runner = await serve(app, sock)
 
     async def stop(self) -> None:
         if self._runner is not None:

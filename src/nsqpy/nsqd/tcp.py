@@ -9,7 +9,7 @@ import asyncio
 import time
 
 from ..protocol import errors
-from ..protocol.commands import ABORT, CommandReader, parse_base10, parse_mpub_body
+from ..protocol.commands import ABORT, parse_base10, parse_mpub_body, v2_reader
 from ..protocol.errors import ProtocolError
 from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
 from ..protocol.identify import identify_response, negotiate
@@ -32,7 +32,7 @@ class V2Protocol(asyncio.Protocol):
         self.nsqd = nsqd
         self.transport = None
         self.client: ClientV2 | None = None
-        self.reader: CommandReader | None = None
+        self.reader = None
         self._magic = b""
 
     # --- asyncio callbacks ----------------------------------------------------------
@@ -56,7 +56,7 @@ class V2Protocol(asyncio.Protocol):
                 return
             options = self.nsqd.options
             client = self.client = self.nsqd.add_client(self.transport)
-            self.reader = CommandReader(options.max_msg_size, options.max_body_size)
+            self.reader = v2_reader(options.max_msg_size, options.max_body_size)
             if not data:
                 return
         if client.closed:

@@ -57,28 +57,44 @@ def _check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolErro
 _BODY_PARAM_COUNTS = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1}
 
 
-def _expects_body(name: bytes, params: list[bytes]) -> bool:
+def _v2_expects_body(name: bytes, params: list[bytes]) -> bool:
     if name == b"AUTH":
         return len(params) == 1
     return len(params) >= _BODY_PARAM_COUNTS[name]
 
 
+def v2_reader(max_msg_size: int, max_body_size: int) -> "CommandReader":
+    """The reader for nsqd's V2 protocol."""
+    return CommandReader(
+        {
+            b"PUB": (_check_message_size, max_msg_size),
+            b"DPUB": (_check_message_size, max_msg_size),
+            b"MPUB": (_check_body_size, max_body_size),
+            b"IDENTIFY": (_check_body_size, max_body_size),
+            b"AUTH": (_check_body_size, max_body_size),
+        },
+        expects_body=_v2_expects_body,
+    )
+
+
 class CommandReader:
-    """Incremental parser for the client-to-nsqd direction.
+    """Incremental parser for text command lines, some followed by a
+    length-prefixed body (nsqd's V2 and nsqlookupd's V1 protocols).
+
+    ``body_limits`` maps each body command to ``(check, limit)``, where
+    ``check(name, size, limit)`` returns the error for a refused length;
+    ``expects_body(name, params)`` says whether a body follows this line.
+    ``trim`` strips surrounding white space from lines (nsqlookupd does).
 
     ``feed()`` returns the commands completed by the new bytes. After a
     refused body length or an over-long line the stream is out of step, so the
     reader yields that last event and then ignores everything that follows.
     """
 
-    def __init__(self, max_msg_size: int, max_body_size: int):
-        self._body_limits = {
-            b"PUB": (_check_message_size, max_msg_size),
-            b"DPUB": (_check_message_size, max_msg_size),
-            b"MPUB": (_check_body_size, max_body_size),
-            b"IDENTIFY": (_check_body_size, max_body_size),
-            b"AUTH": (_check_body_size, max_body_size),
-        }
+    def __init__(self, body_limits: dict, expects_body=lambda name, params: True, trim: bool = False):
+        self._body_limits = body_limits
+        self._expects_body = expects_body
+        self._trim = trim
         self._buffer = b""
         self._pending: Command | None = None  # a body command waiting for its body
         self._pending_size = -1
@@ -145,12 +161,14 @@ class CommandReader:
                 return self._abort(commands)
             line = buffer[pos:newline]
             pos = newline + 1
-            if line[-1:] == b"\r":
+            if self._trim:
+                line = line.strip()
+            elif line[-1:] == b"\r":
                 line = line[:-1]
             params = line.split(b" ")
             name = params[0]
             command = Command(name, params)
-            if name in body_limits and _expects_body(name, params):
+            if name in body_limits and self._expects_body(name, params):
                 self._pending = command
             else:
                 commands.append(command)

@@ -1,0 +1,93 @@
+"""NSQ's HTTP conventions, shared by every daemon's API.
+
+Every V1 response carries ``X-NSQ-Content-Type: nsq; version=1.0`` (go-nsq
+picks its response parser by that header); errors are ``{"message": TEXT}``
+with NSQ's status codes, including for unknown paths and wrong methods.
+"""
+
+import json
+
+from aiohttp import web
+
+V1_HEADERS = {"X-NSQ-Content-Type": "nsq; version=1.0"}
+LOG_LEVELS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
+MAX_CONFIG_BODY = 1024 * 1024
+LOG_LEVELS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
+MAX_CONFIG_BODY = 1024 * 1024
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def json_response(data, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(data).encode(), status=status,
+        content_type="application/json", charset="utf-8", headers=V1_HEADERS,
+    )
+
+
+def text_response(text: str) -> web.Response:
+    return web.Response(text=text, headers=V1_HEADERS)
+
+
+def empty_response() -> web.Response:
+    return web.Response(headers=V1_HEADERS)
+
+
+def bool_param(request: web.Request, name: str, default: bool) -> bool:
+    value = request.query.get(name)
+    if value is None:
+        return default
+    if value in ("true", "1"):
+        return True
+    if value in ("false", "0"):
+        return False
+    raise HttpError(400, "INVALID_REQUEST")
+
+
+async def read_body(request: web.Request, limit: int, too_big: str) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise HttpError(413, too_big)
+    chunks = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise HttpError(413, too_big)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@web.middleware
+async def nsq_errors(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except HttpError as error:
+        return json_response({"message": error.message}, error.status)
+    except web.HTTPNotFound:
+        return json_response({"message": "NOT_FOUND"}, 404)
+    except web.HTTPMethodNotAllowed:
+        return json_response({"message": "METHOD_NOT_ALLOWED"}, 405)
+    except web.HTTPException:
+        raise
+    except Exception:
+        request.app["log"].exception("HTTP: %s %s failed", request.method, request.path)
+        return json_response({"message": "INTERNAL_ERROR"}, 500)
+
+
+async def serve(app: web.Application, sock) -> web.AppRunner:
+    """Serve ``app`` on an already bound listening socket."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return runner
+
+
+def new_app(log) -> web.Application:
+    app = web.Application(middlewares=[nsq_errors])
+    app["log"] = log
+    return app
