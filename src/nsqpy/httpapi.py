@@ -9,6 +9,8 @@ import json
 
 from aiohttp import web
 
+from .protocol.names import is_valid_channel_name, is_valid_topic_name
+
 V1_HEADERS = {"X-NSQ-Content-Type": "nsq; version=1.0"}
 LOG_LEVELS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
 MAX_CONFIG_BODY = 1024 * 1024
@@ -47,6 +49,25 @@ def bool_param(request: web.Request, name: str, default: bool) -> bool:
     if value in ("false", "0"):
         return False
     raise HttpError(400, "INVALID_REQUEST")
+
+
+def topic_param(request: web.Request, invalid: str = "INVALID_ARG_TOPIC") -> str:
+    name = request.query.get("topic")
+    if not name:
+        raise HttpError(400, "MISSING_ARG_TOPIC")
+    if not is_valid_topic_name(name):
+        raise HttpError(400, invalid)
+    return name
+
+
+def topic_and_channel_params(request: web.Request) -> tuple[str, str]:
+    topic = topic_param(request)
+    channel = request.query.get("channel")
+    if not channel:
+        raise HttpError(400, "MISSING_ARG_CHANNEL")
+    if not is_valid_channel_name(channel):
+        raise HttpError(400, "INVALID_ARG_CHANNEL")
+    return topic, channel
 
 
 async def read_body(request: web.Request, limit: int, too_big: str) -> bytes:

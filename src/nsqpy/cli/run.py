@@ -4,7 +4,10 @@ import asyncio
 import gc
 import signal
 
+from .. import __version__, version_line
 from ..errors import StartupError
+from ..logs import setup_logging
+from .flags import parse_options
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -52,3 +55,19 @@ def run_daemon(daemon, log) -> int:
         return loop.run_until_complete(serve())
     finally:
         loop.close()
+
+
+def daemon_main(program: str, options_class, daemon_class, argv: list[str]) -> int:
+    """The whole life of a daemon executable: flags, logging, run, exit code."""
+    options, show_version = parse_options(program, options_class, argv)
+    if show_version:
+        print(version_line(program))
+        return 0
+    log = setup_logging(program, options.log_prefix, options.log_level)
+    log.info("%s (nsqpy %s)", version_line(program), __version__)
+    try:
+        daemon = daemon_class(options, log)
+    except StartupError as error:
+        log.critical("%s", error)
+        return 1
+    return run_daemon(daemon, log)

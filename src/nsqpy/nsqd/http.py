@@ -7,14 +7,14 @@ from aiohttp import web
 
 from .. import version_line
 from ..httpapi import (LOG_LEVELS, MAX_CONFIG_BODY, HttpError, bool_param, empty_response, json_response,
-                       new_app, read_body, serve, text_response)
+                       new_app, read_body, serve, text_response, topic_and_channel_params, topic_param)
 from ..logs import LEVELS
 from ..net import split_host_port
 from ..options import option_specs
 from ..protocol import NSQ_VERSION
 from ..protocol.commands import parse_mpub_body
 from ..protocol.errors import ProtocolError
-from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from ..protocol.names import is_valid_topic_name
 from . import stats as stats_module
 from .options import NsqdOptions
 from .topic import TopicExiting
@@ -82,14 +82,6 @@ class HttpApi:
 
     # --- publishing -------------------------------------------------------------------
 
-    def _topic_param(self, request) -> str:
-        name = request.query.get("topic")
-        if not name:
-            raise HttpError(400, "MISSING_ARG_TOPIC")
-        if not is_valid_topic_name(name):
-            raise HttpError(400, "INVALID_TOPIC")
-        return name
-
     def _publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0):
         nsqd = self.nsqd
         if nsqd.exiting:
@@ -107,7 +99,7 @@ class HttpApi:
         body = await read_body(request, options.max_msg_size, "MSG_TOO_BIG")
         if not body:
             raise HttpError(400, "MSG_EMPTY")
-        topic_name = self._topic_param(request)
+        topic_name = topic_param(request, invalid="INVALID_TOPIC")
         defer = 0.0
         if "defer" in request.query:
             try:
@@ -121,7 +113,7 @@ class HttpApi:
 
     async def mpub(self, request):
         options = self.nsqd.options
-        topic_name = self._topic_param(request)
+        topic_name = topic_param(request, invalid="INVALID_TOPIC")
         body = await read_body(request, options.max_body_size, "BODY_TOO_BIG")
         binary = request.query.get("binary")
         if binary is not None and binary not in ("false", "0"):
@@ -166,7 +158,7 @@ class HttpApi:
 
     async def topic_create(self, request):
         try:
-            self.nsqd.get_topic(self._topic_param(request))
+            self.nsqd.get_topic(topic_param(request, invalid="INVALID_TOPIC"))
         except TopicExiting:
             raise HttpError(503, "EXITING") from None
         return empty_response()
@@ -198,21 +190,8 @@ class HttpApi:
 
     # --- channels ------------------------------------------------------------------------------
 
-    def _topic_and_channel_names(self, request) -> tuple[str, str]:
-        topic_name = request.query.get("topic")
-        if not topic_name:
-            raise HttpError(400, "MISSING_ARG_TOPIC")
-        if not is_valid_topic_name(topic_name):
-            raise HttpError(400, "INVALID_ARG_TOPIC")
-        channel_name = request.query.get("channel")
-        if not channel_name:
-            raise HttpError(400, "MISSING_ARG_CHANNEL")
-        if not is_valid_channel_name(channel_name):
-            raise HttpError(400, "INVALID_ARG_CHANNEL")
-        return topic_name, channel_name
-
     def _existing_channel(self, request):
-        topic_name, channel_name = self._topic_and_channel_names(request)
+        topic_name, channel_name = topic_and_channel_params(request)
         topic = self.nsqd.topics.get(topic_name)
         if topic is None:
             raise HttpError(404, "TOPIC_NOT_FOUND")
@@ -222,7 +201,7 @@ class HttpApi:
         return topic, channel
 
     async def channel_create(self, request):
-        topic_name, channel_name = self._topic_and_channel_names(request)
+        topic_name, channel_name = topic_and_channel_params(request)
         topic = self.nsqd.topics.get(topic_name)
         if topic is None:
             raise HttpError(404, "TOPIC_NOT_FOUND")

@@ -78,6 +78,7 @@ class NSQD:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.log.info("ID: %d", self.options.node_id)
         self._lock_data_path()
         try:
             self._load_metadata()

@@ -36,7 +36,7 @@ class Command:
 ABORT = Command(None, [])
 
 
-def _check_message_size(name: bytes, size: int, max_msg_size: int) -> ProtocolError | None:
+def check_message_size(name: bytes, size: int, max_msg_size: int) -> ProtocolError | None:
     if size <= 0:
         return ProtocolError(E_BAD_MESSAGE, f"{name.decode()} invalid message body size {size}")
     if size > max_msg_size:
@@ -44,7 +44,7 @@ def _check_message_size(name: bytes, size: int, max_msg_size: int) -> ProtocolEr
     return None
 
 
-def _check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError | None:
+def check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError | None:
     if size <= 0:
         return ProtocolError(E_BAD_BODY, f"{name.decode()} invalid body size {size}")
     if size > max_body_size:
@@ -67,11 +67,11 @@ def v2_reader(max_msg_size: int, max_body_size: int) -> "CommandReader":
     """The reader for nsqd's V2 protocol."""
     return CommandReader(
         {
-            b"PUB": (_check_message_size, max_msg_size),
-            b"DPUB": (_check_message_size, max_msg_size),
-            b"MPUB": (_check_body_size, max_body_size),
-            b"IDENTIFY": (_check_body_size, max_body_size),
-            b"AUTH": (_check_body_size, max_body_size),
+            b"PUB": (check_message_size, max_msg_size),
+            b"DPUB": (check_message_size, max_msg_size),
+            b"MPUB": (check_body_size, max_body_size),
+            b"IDENTIFY": (check_body_size, max_body_size),
+            b"AUTH": (check_body_size, max_body_size),
         },
         expects_body=_v2_expects_body,
     )

@@ -1,0 +1,54 @@
+"""The nsqlookupd daemon: a TCP listener for nsqd peers, an HTTP API for
+consumers and operators, one registration database in memory."""
+
+import asyncio
+import logging
+import socket
+
+from ..errors import StartupError
+from ..net import ListenError, bound_address, bound_port, listen
+from .http import LookupHttpApi
+from .options import NsqlookupdOptions
+from .registry import RegistrationDB
+from .tcp import LookupProtocol
+
+
+class NSQLookupd:
+    def __init__(self, options: NsqlookupdOptions, logger: logging.Logger | None = None, clock=None):
+        try:
+            options.validate()
+        except ValueError as error:
+            raise StartupError(str(error)) from None
+        self.options = options
+        self.log = logger or logging.getLogger("nsqlookupd")
+        self.db = RegistrationDB(clock) if clock else RegistrationDB()
+        self.hostname = socket.gethostname()
+        self.tcp_port = 0
+        self.http_port = 0
+        self._tcp_server = None
+        self._http = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        options = self.options
+        try:
+            tcp_sock = listen(options.tcp_address, "TCP", "--tcp-address")
+            self._tcp_server = await loop.create_server(lambda: LookupProtocol(self), sock=tcp_sock)
+            self.tcp_port = bound_port(tcp_sock)
+            self.log.info("TCP: listening on %s", bound_address(tcp_sock))
+            http_sock = listen(options.http_address, "HTTP", "--http-address")
+            self.http_port = bound_port(http_sock)
+            self._http = LookupHttpApi(self)
+            await self._http.start(http_sock)
+            self.log.info("HTTP: listening on %s", bound_address(http_sock))
+        except ListenError as error:
+            await self.stop()
+            raise StartupError(str(error)) from None
+
+    async def stop(self) -> None:
+        if self._tcp_server is not None:
+            self._tcp_server.close()
+            self._tcp_server = None
+        if self._http is not None:
+            await self._http.stop()
+            self._http = None
