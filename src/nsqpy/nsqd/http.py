@@ -179,13 +179,13 @@ class HttpApi:
     async def topic_pause(self, request):
         topic = self._existing_topic(request)
         topic.pause()
-        self.nsqd.notify_changed(topic)
+        self.nsqd.persist_metadata_soon()
         return empty_response()
 
     async def topic_unpause(self, request):
         topic = self._existing_topic(request)
         topic.unpause()
-        self.nsqd.notify_changed(topic)
+        self.nsqd.persist_metadata_soon()
         return empty_response()
 
     # --- channels ------------------------------------------------------------------------------
@@ -224,13 +224,13 @@ class HttpApi:
     async def channel_pause(self, request):
         topic, channel = self._existing_channel(request)
         channel.pause()
-        self.nsqd.notify_changed(topic, channel)
+        self.nsqd.persist_metadata_soon()
         return empty_response()
 
     async def channel_unpause(self, request):
         topic, channel = self._existing_channel(request)
         channel.unpause()
-        self.nsqd.notify_changed(topic, channel)
+        self.nsqd.persist_metadata_soon()
         return empty_response()
 
     # --- runtime configuration -------------------------------------------------------------------
@@ -271,5 +271,5 @@ class HttpApi:
                     split_host_port(address)
             except ValueError:
                 raise HttpError(400, "INVALID_VALUE") from None
-            nsqd.nsqlookupd_tcp_addresses = addresses
+            nsqd.set_lookupd_addresses(addresses)
         return json_response(self._config_value(name))

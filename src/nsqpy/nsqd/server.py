@@ -12,21 +12,29 @@ import logging
 import os
 import time
 
+import aiohttp
+
 from ..diskqueue import DiskQueue
 from ..errors import StartupError
 from ..net import ListenError, bound_address, bound_port, listen
 from ..protocol import NSQ_VERSION
+from ..protocol import lookup as lookup_v1
 from ..protocol.identify import IdentifyPolicy
 from ..protocol.message import MESSAGE_HEADER_SIZE
+from ..protocol.names import is_ephemeral
 from . import metadata
 from .client import ClientV2
 from .http import HttpApi
 from .latency import LatencyWindow
+from .lookup import LookupPeer
 from .statsd import StatsdPusher
 from .options import NsqdOptions
 from .queue import MessageQueue
 from .tcp import V2Protocol
 from .topic import Topic, TopicExiting
+
+
+NSQ_ACCEPT = {"Accept": "application/vnd.nsq; version=1.0"}
 
 
 def _ms(seconds: float) -> int:
@@ -49,7 +57,7 @@ class NSQD:
         self.start_time = int(time.time())
         self.health_error: str | None = None
         self.exiting = False
-        self.nsqlookupd_tcp_addresses = list(options.nsqlookupd_tcp_addresses)
+        self.lookup_peers: dict[str, LookupPeer] = {}
         self.identify_policy = IdentifyPolicy(
             version=NSQ_VERSION,
             max_rdy_count=options.max_rdy_count,
@@ -104,6 +112,7 @@ class NSQD:
             self._unlock_data_path()
             raise
         self._persist_metadata()
+        self.set_lookupd_addresses(self.options.nsqlookupd_tcp_addresses)
         self._tasks = [
             self.loop.create_task(self._queue_scan_loop()),
             self.loop.create_task(self._sync_loop()),
@@ -119,6 +128,8 @@ class NSQD:
         await self._close_listeners()
         for task in self._tasks:
             task.cancel()
+        for peer in self.lookup_peers.values():
+            await peer.stop()
         self._persist_metadata()
         persisted = 0
         for topic in list(self.topics.values()):
@@ -187,13 +198,50 @@ class NSQD:
             self._loading = False
 
     def notify_changed(self, topic: Topic, channel=None, deleted: bool = False) -> None:
-        """A topic or channel appeared, went away, or was paused: rewrite nsqd.dat soon."""
+        """A topic or channel was created or deleted: tell every nsqlookupd
+        (ephemeral ones too, as NSQ does) and rewrite nsqd.dat soon."""
+        name = channel.name if channel is not None else None
+        command = lookup_v1.unregister(topic.name, name) if deleted else lookup_v1.register(topic.name, name)
+        for peer in self.lookup_peers.values():
+            peer.send(command)
+        if not (topic.ephemeral or (channel is not None and channel.ephemeral)):
+            self.persist_metadata_soon()
+
+    def persist_metadata_soon(self) -> None:
         if self._loading or self.exiting or self._metadata_scheduled:
-            return
-        if topic.ephemeral or (channel is not None and channel.ephemeral):
             return
         self._metadata_scheduled = True
         self.loop.call_soon(self._persist_metadata)
+
+    # --- nsqlookupd ----------------------------------------------------------------------
+
+    @property
+    def nsqlookupd_tcp_addresses(self) -> list[str]:
+        return list(self.lookup_peers)
+
+    def set_lookupd_addresses(self, addresses: list[str]) -> None:
+        """Connect to new addresses and drop the ones no longer listed."""
+        wanted = list(dict.fromkeys(addresses))
+        for address in list(self.lookup_peers):
+            if address not in wanted:
+                self.log.info("LOOKUP: removing peer %s", address)
+                self.loop.create_task(self.lookup_peers.pop(address).stop())
+        for address in wanted:
+            if address not in self.lookup_peers:
+                self.log.info("LOOKUP: adding peer %s", address)
+                peer = self.lookup_peers[address] = LookupPeer(self, address)
+                peer.start()
+
+    def registration_commands(self) -> list[bytes]:
+        """What a (re)connected nsqlookupd must hear: every channel, and every
+        topic that has none."""
+        commands = []
+        for topic in self.topics.values():
+            if topic.channels:
+                commands.extend(lookup_v1.register(topic.name, name) for name in topic.channels)
+            else:
+                commands.append(lookup_v1.register(topic.name))
+        return commands
 
     def _persist_metadata(self) -> None:
         self._metadata_scheduled = False
@@ -232,8 +280,41 @@ class NSQD:
                 raise TopicExiting("exiting")
             topic = self.topics[name] = Topic(name, self)
             self.log.info("TOPIC(%s): created", name)
+            if not self._loading and not topic.ephemeral and self.lookup_peers:
+                topic.started = False
+                self.loop.create_task(self._start_with_lookupd_channels(topic))
             self.notify_changed(topic)
         return topic
+
+    async def _start_with_lookupd_channels(self, topic: Topic) -> None:
+        """Create the channels nsqlookupd knows for a new topic before its first
+        message is handed out, so a channel that exists elsewhere in the cluster
+        misses nothing published here."""
+        try:
+            addresses = [peer.http_address for peer in self.lookup_peers.values() if peer.http_address]
+            if not addresses:
+                self.log.error("TOPIC(%s): no nsqlookupd connected yet to ask for channels", topic.name)
+            for name in await self._lookupd_channels(topic.name, addresses):
+                if not topic.exiting and not is_ephemeral(name):
+                    topic.get_channel(name)
+        finally:
+            topic.start()
+
+    async def _lookupd_channels(self, topic_name: str, addresses: list[str]) -> set[str]:
+        options = self.options
+        timeout = aiohttp.ClientTimeout(total=options.http_client_request_timeout,
+                                        connect=options.http_client_connect_timeout)
+        channels: set[str] = set()
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            for address in addresses:
+                url = f"http://{address}/channels"
+                try:
+                    async with session.get(url, params={"topic": topic_name}, headers=NSQ_ACCEPT) as response:
+                        response.raise_for_status()
+                        channels.update((await response.json(content_type=None))["channels"])
+                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, TypeError) as error:
+                    self.log.error("TOPIC(%s): failed to get channels from %s: %s", topic_name, url, error)
+        return channels
 
     def delete_topic(self, name: str) -> None:
         topic = self.topics.pop(name)

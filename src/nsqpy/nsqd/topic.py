@@ -29,6 +29,9 @@ class Topic:
         self.guid = GuidFactory(nsqd.options.node_id)
         self.paused = False
         self.exiting = False
+        # a new topic waits for nsqlookupd's list of its channels before
+        # handing messages out (see NSQD.get_topic); until then they queue here
+        self.started = True
         self.message_count = 0
         self.message_bytes = 0
         self._drain_scheduled = False
@@ -46,7 +49,7 @@ class Topic:
             raise TopicExiting("exiting")
         ids = self.guid.new_ids(len(bodies))
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
-        if self.channels and not self.paused and not len(self.queue):
+        if self.started and self.channels and not self.paused and not len(self.queue):
             for message in messages:
                 self._fan_out(message)
         else:
@@ -66,14 +69,19 @@ class Topic:
             else:
                 channel.put(copy)
 
+    def start(self) -> None:
+        self.started = True
+        self._schedule_drain()
+
     def _schedule_drain(self) -> None:
-        if not self._drain_scheduled and self.channels and not self.paused and len(self.queue):
+        if (not self._drain_scheduled and self.started and self.channels and not self.paused
+                and len(self.queue)):
             self._drain_scheduled = True
             self.loop.call_soon(self._drain)
 
     def _drain(self) -> None:
         self._drain_scheduled = False
-        if self.exiting or self.paused or not self.channels:
+        if self.exiting or self.paused or not self.started or not self.channels:
             return
         queue = self.queue
         for _ in range(DRAIN_CHUNK):

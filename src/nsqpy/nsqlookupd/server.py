@@ -46,6 +46,7 @@ class NSQLookupd:
             raise StartupError(str(error)) from None
 
     async def stop(self) -> None:
+        self.log.info("NSQLookupd: exiting")
         if self._tcp_server is not None:
             self._tcp_server.close()
             self._tcp_server = None
