@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from nsqpy.testing import nsqd_process
+from nsqpy.testing import nsqd_process, nsqlookupd_process
 
 
 @pytest.fixture
@@ -40,3 +40,10 @@ _names = iter(range(1 << 30))
 def topic(request):
     """A topic name no other test uses."""
     return re.sub(r"[^.a-zA-Z0-9_-]", "_", f"t{next(_names)}_{request.node.name}")[:64]
+
+
+@pytest.fixture
+def start_lookupd():
+    """Start nsqlookupd subprocesses (stopped at teardown, even on failure)."""
+    with contextlib.ExitStack() as running:
+        yield lambda *extra: running.enter_context(nsqlookupd_process(*extra))

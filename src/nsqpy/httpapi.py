@@ -102,7 +102,8 @@ async def nsq_errors(request: web.Request, handler):
 
 async def serve(app: web.Application, sock) -> web.AppRunner:
     """Serve ``app`` on an already bound listening socket."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # handlers are short; a client holding a connection must not stall shutdown
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=3.0)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     return runner

@@ -130,3 +130,10 @@ def nsqd_process(data_path: str, *extra: str) -> DaemonProcess:
         "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
         f"--data-path={data_path}", "--broadcast-address=127.0.0.1", *extra,
     ])
+
+
+def nsqlookupd_process(*extra: str) -> DaemonProcess:
+    """An nsqlookupd on ephemeral loopback ports."""
+    return DaemonProcess("nsqlookupd", [
+        "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0", "--broadcast-address=127.0.0.1", *extra,
+    ])

@@ -146,3 +146,36 @@ def wait_until(predicate, timeout: float = 5.0, interval: float = 0.02):
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met")
         time.sleep(interval)
+
+
+class LookupConn:
+    """A blocking V1 connection to nsqlookupd, as nsqd holds one."""
+
+    def __init__(self, hostport: tuple[str, int], *, magic: bytes = b"  V1", timeout: float = 5.0):
+        from nsqpy.protocol.lookup import ResponseReader
+
+        self.sock = socket.create_connection(hostport, timeout=timeout)
+        self.reader = ResponseReader()
+        self.answers: list[bytes] = []
+        self.sock.sendall(magic)
+
+    def request(self, command: bytes) -> bytes:
+        self.sock.sendall(command)
+        while not self.answers:
+            data = self.sock.recv(65536)
+            if not data:
+                raise Closed()
+            self.answers.extend(self.reader.feed(data))
+        return self.answers.pop(0)
+
+    def expect_closed(self) -> None:
+        assert self.sock.recv(65536) == b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -34,6 +34,7 @@ class LookupPeer:
         self.info: dict | None = None  # lookupd's answer to IDENTIFY
         self._commands: asyncio.Queue | None = None
         self._task: asyncio.Task | None = None
+        self._stopping = False
 
     @property
     def connected(self) -> bool:
@@ -48,14 +49,14 @@ class LookupPeer:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+    async def stop(self, timeout: float = 2.0) -> None:
+        """End the session; the lookupd drops our registrations when the
+        connection closes. Bounded: a stuck task never blocks shutdown."""
+        self._stopping = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=timeout)
 
     def send(self, command: bytes) -> None:
         """Queue a REGISTER/UNREGISTER; while disconnected it is dropped, since
@@ -66,7 +67,7 @@ class LookupPeer:
     async def _run(self) -> None:
         log = self.nsqd.log
         backoff = MIN_BACKOFF
-        while True:
+        while not self._stopping:
             try:
                 await self._session()
             except (OSError, asyncio.TimeoutError, EOFError, LookupdError, ValueError) as error:
@@ -81,7 +82,8 @@ class LookupPeer:
 
     async def _session(self) -> None:
         host, port = split_host_port(self.address)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), DIAL_TIMEOUT)
+        async with asyncio.timeout(DIAL_TIMEOUT):
+            reader, writer = await asyncio.open_connection(host, port)
         pending: deque[asyncio.Future] = deque()
         answers = asyncio.get_running_loop().create_task(self._read_answers(reader, pending))
         try:
@@ -93,7 +95,7 @@ class LookupPeer:
             self.info = info
             self.nsqd.log.info("LOOKUPD(%s): peer info %s", self.address, info)
             commands = self._commands
-            while True:
+            while not self._stopping:
                 command = await self._next_command(commands, answers)
                 await self._request(writer, pending, command)
         finally:
@@ -135,7 +137,8 @@ class LookupPeer:
         answer = asyncio.get_running_loop().create_future()
         pending.append(answer)
         writer.write(command)
-        data = await asyncio.wait_for(answer, ANSWER_TIMEOUT)
+        async with asyncio.timeout(ANSWER_TIMEOUT):
+            data = await answer
         if v1.is_error(data):
             raise LookupdError(f"{command.split(b' ')[0].strip().decode()} failed: {data.decode()}")
         return data
