@@ -20,9 +20,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 run: $(VENV)/.installed
-	@mkdir -p $(DATA)/nsqd
-	@echo "nsqd: TCP 127.0.0.1:4150, HTTP http://127.0.0.1:4151 (data in $(DATA)/nsqd; Ctrl-C stops)"
-	exec $(BIN)/nsqd --data-path=$(DATA)/nsqd
+	exec $(BIN)/nsqpy cluster --nsqd 1 --data-path $(DATA)
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nsqpy.testing import nsqd_process
+from nsqpy.localcluster import nsqd_process
 
 HERE = Path(__file__).parent
 

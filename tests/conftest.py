@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from nsqpy.testing import nsqd_process, nsqlookupd_process
+from nsqpy.localcluster import nsqd_process, nsqlookupd_process
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from nsqpy.protocol import commands as cmd
-from nsqpy.testing import DaemonProcess, nsqd_process
+from nsqpy.localcluster import DaemonProcess, nsqd_process
 from tests.support.wire import WireConn, http_json
 
 

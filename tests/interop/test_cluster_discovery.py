@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqpy.testing import nsqd_process, nsqlookupd_process
+from nsqpy.localcluster import nsqd_process, nsqlookupd_process
 from tests.support.wire import http, http_json, wait_until
 
 PEERS = Path(__file__).parent / "peers"

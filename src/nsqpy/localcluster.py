@@ -1,8 +1,9 @@
-"""Run nsqpy daemons as real subprocesses on loopback, for tests and benchmarks.
+"""Run nsqpy daemons as real subprocesses: the ``nsqpy cluster`` command,
+``make run``, the tests and the benchmarks all start daemons this way.
 
-A daemon is started with port 0 listeners and a temp data dir; its
-``TCP: listening on`` / ``HTTP: listening on`` log lines tell where it is.
-``stop()`` always leaves no process behind (SIGTERM, then SIGKILL).
+A daemon's ``TCP: listening on`` / ``HTTP: listening on`` log lines tell
+where it is (port 0 means an ephemeral port). ``stop()`` always leaves no
+process behind (SIGTERM, then SIGKILL).
 """
 
 import os
@@ -12,19 +13,23 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 
 _LISTENING = re.compile(r"(TCP|HTTP|HTTPS): listening on (\S+)")
 
 
 class DaemonProcess:
     def __init__(self, program: str, args: list[str], *, ready: tuple[str, ...] = ("TCP", "HTTP"),
-                 env: dict | None = None):
+                 env: dict | None = None, log_path: str | None = None):
+        """``log_path``: append the daemon's log there and keep only its last
+        lines in memory (for long runs); without it every line is kept."""
         self.program = program
         self.args = list(args)
         self.ready = ready
         self.env = env
+        self.log_path = log_path
         self.addresses: dict[str, str] = {}
-        self.log_lines: list[str] = []
+        self.log_lines: deque[str] = deque(maxlen=200 if log_path else None)
         self.process: subprocess.Popen | None = None
         self._lines_changed = threading.Condition()
 
@@ -37,6 +42,9 @@ class DaemonProcess:
         self.process = subprocess.Popen(
             self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             env={**os.environ, **(self.env or {})}, text=True, errors="replace",
+            # its own session: a terminal's Ctrl-C reaches only whoever supervises it,
+            # which stops daemons in order (nsqd before nsqlookupd)
+            start_new_session=True,
         )
         threading.Thread(target=self._read_output, args=(self.process,), daemon=True).start()
         deadline = time.monotonic() + timeout
@@ -52,20 +60,26 @@ class DaemonProcess:
         return self
 
     def _read_output(self, process: subprocess.Popen) -> None:
+        log_file = open(self.log_path, "a") if self.log_path else None
         for line in process.stdout:
+            if log_file is not None:
+                log_file.write(line)
+                log_file.flush()
             with self._lines_changed:
                 self.log_lines.append(line.rstrip("\n"))
                 match = _LISTENING.search(line)
                 if match:
                     self.addresses[match.group(1)] = match.group(2)
                 self._lines_changed.notify_all()
+        if log_file is not None:
+            log_file.close()
 
     def wait_for_log(self, pattern: str, timeout: float = 10.0) -> str:
         regex = re.compile(pattern)
         deadline = time.monotonic() + timeout
         with self._lines_changed:
             while True:
-                for line in self.log_lines:
+                for line in list(self.log_lines):
                     if regex.search(line):
                         return line
                 remaining = deadline - time.monotonic()
@@ -137,3 +151,75 @@ def nsqlookupd_process(*extra: str) -> DaemonProcess:
     return DaemonProcess("nsqlookupd", [
         "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0", "--broadcast-address=127.0.0.1", *extra,
     ])
+
+
+class LocalCluster:
+    """nsqlookupd plus ``nsqd_count`` nsqd registered with it, on one machine.
+
+    Fixed ports follow NSQ's defaults: nsqlookupd 4160/4161, nsqd number i on
+    4150+1000*i (TCP) and 4151+1000*i (HTTP). With ``ephemeral_ports`` every
+    listener takes a free port instead.
+    """
+
+    def __init__(self, nsqd_count: int, data_path: str, *, host: str = "127.0.0.1",
+                 ephemeral_ports: bool = False, nsqd_args: tuple[str, ...] = ()):
+        self.data_path = data_path
+        self.host = host
+        self.ephemeral_ports = ephemeral_ports
+        self.nsqd_count = nsqd_count
+        self.nsqd_args = nsqd_args
+        self.lookupd: DaemonProcess | None = None
+        self.nsqds: list[DaemonProcess] = []
+
+    def _port(self, port: int) -> int:
+        return 0 if self.ephemeral_ports else port
+
+    @property
+    def processes(self) -> list[DaemonProcess]:
+        return ([self.lookupd] if self.lookupd else []) + self.nsqds
+
+    def start(self) -> "LocalCluster":
+        os.makedirs(self.data_path, exist_ok=True)
+        host = self.host
+        try:
+            self.lookupd = DaemonProcess("nsqlookupd", [
+                f"--tcp-address={host}:{self._port(4160)}", f"--http-address={host}:{self._port(4161)}",
+                f"--broadcast-address={host}",
+            ], log_path=os.path.join(self.data_path, "nsqlookupd.log")).start()
+            for i in range(self.nsqd_count):
+                path = os.path.join(self.data_path, f"nsqd{i}")
+                os.makedirs(path, exist_ok=True)
+                self.nsqds.append(DaemonProcess("nsqd", [
+                    f"--tcp-address={host}:{self._port(4150 + 1000 * i)}",
+                    f"--http-address={host}:{self._port(4151 + 1000 * i)}",
+                    f"--data-path={path}", f"--broadcast-address={host}",
+                    f"--lookupd-tcp-address={self.lookupd.tcp_address}", *self.nsqd_args,
+                ], log_path=os.path.join(self.data_path, f"nsqd{i}.log")).start())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def status_lines(self) -> list[str]:
+        lines = []
+        for name, daemon in [("nsqlookupd", self.lookupd)] + [(f"nsqd{i}", d) for i, d in enumerate(self.nsqds)]:
+            lines.append(f"{name:<11} pid {daemon.process.pid:<7} TCP {daemon.tcp_address:<21} "
+                         f"HTTP {daemon.http_url:<28} log {daemon.log_path}")
+        return lines
+
+    def exited(self) -> DaemonProcess | None:
+        """A daemon that exited by itself, if any."""
+        for daemon in self.processes:
+            if daemon.process.poll() is not None:
+                return daemon
+        return None
+
+    def stop(self) -> None:
+        """nsqd first (they persist and unregister), then nsqlookupd."""
+        for daemon in reversed(self.processes):
+            try:
+                daemon.stop()
+            except TimeoutError:
+                pass
+            finally:
+                daemon.kill()

@@ -1,0 +1,73 @@
+"""``nsqpy``: commands that are nsqpy's own rather than NSQ's.
+
+``nsqpy cluster [--nsqd N]`` runs nsqlookupd and N nsqd registered with it
+in the foreground, prints where each is, and stops them all on Ctrl-C.
+"""
+
+import argparse
+import signal
+import sys
+import time
+
+from ..localcluster import LocalCluster
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum, frame):
+    raise _Stop()
+
+
+def cluster(args) -> int:
+    nodes = LocalCluster(args.nsqd, args.data_path, host=args.host, ephemeral_ports=args.ephemeral_ports,
+                         nsqd_args=tuple(args.nsqd_arg))
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    try:
+        try:
+            nodes.start()
+        except (RuntimeError, TimeoutError) as error:
+            print(f"nsqpy cluster: {error}", file=sys.stderr)
+            return 1
+        for line in nodes.status_lines():
+            print(line, flush=True)
+        print(f"cluster up: consumers use --lookupd-http-address={nodes.lookupd.http_address}; "
+              "Ctrl-C stops it", flush=True)
+        while True:
+            dead = nodes.exited()
+            if dead is not None:
+                print(f"nsqpy cluster: {dead.program} exited with {dead.process.returncode}; stopping the "
+                      f"others. Its last lines:\n" + "\n".join(list(dead.log_lines)[-10:]), file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+    except _Stop:
+        print("stopping cluster", flush=True)
+        return 0
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the shutdown finish
+        nodes.stop()
+        if nodes.processes:
+            print("cluster stopped", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nsqpy", description="nsqpy's own commands")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("cluster", help="run nsqlookupd and N nsqd registered with it, in the foreground")
+    run.add_argument("--nsqd", type=int, default=1, help="how many nsqd nodes (default 1)")
+    run.add_argument("--data-path", default=".data", help="where each node keeps its data and log (default .data)")
+    run.add_argument("--host", default="127.0.0.1", help="address to listen on and broadcast (default 127.0.0.1)")
+    run.add_argument("--ephemeral-ports", action="store_true",
+                     help="free ports instead of 4160/4161 and 4150+1000*i/4151+1000*i")
+    run.add_argument("--nsqd-arg", action="append", default=[], metavar="FLAG",
+                     help="extra flag for every nsqd, e.g. --nsqd-arg=--mem-queue-size=1000 (repeatable)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.nsqd < 1:
+        parser.error("--nsqd must be at least 1")
+    return cluster(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
