@@ -147,3 +147,25 @@ def test_version_and_flags():
     result = subprocess.run([sys.executable, "-m", "nsqpy.cli.nsqlookupd", "--version"], capture_output=True,
                             text=True, timeout=20)
     assert result.stdout.startswith("nsqlookupd v1.3.0 (built w/python")
+
+
+def test_config_file_and_go_style_flags(start_lookupd, tmp_path):
+    config = tmp_path / "nsqlookupd.cfg"
+    config.write_text('inactive_producer_timeout = "1s"\ntombstone_lifetime = "1h"\n')
+    lookupd = start_lookupd(f"-config={config}", "-tombstone-lifetime", "2s")
+    url = lookupd.http_url
+    with connect(lookupd) as c:
+        c.request(v1.identify(PEER))
+        c.request(v1.register("t"))
+        http("POST", f"{url}/topic/tombstone?topic=t&node=node1:4151")
+        assert http_json("GET", f"{url}/lookup?topic=t")[1]["producers"] == []
+
+        def pinged_and_visible():
+            c.request(v1.PING)  # stay active under the file's 1 s inactivity timeout
+            time.sleep(0.2)
+            return http_json("GET", f"{url}/lookup?topic=t")[1]["producers"]
+
+        # the flag's 2 s tombstone beat the file's 1 h
+        wait_until(pinged_and_visible, timeout=5)
+        # silent now: the file's 1 s inactivity timeout drops the node
+        wait_until(lambda: http_json("GET", f"{url}/nodes")[1] == {"producers": []}, timeout=4)

@@ -27,9 +27,9 @@ from .client import ClientV2
 from .http import HttpApi
 from .latency import LatencyWindow
 from .lookup import LookupPeer
-from .statsd import StatsdPusher
 from .options import NsqdOptions
 from .queue import MessageQueue
+from .statsd import StatsdPusher
 from .tcp import V2Protocol
 from .topic import Topic, TopicExiting
 
@@ -80,7 +80,6 @@ class NSQD:
         self._tasks: list[asyncio.Task] = []
         self._metadata_scheduled = False
         self._loading = False
-        self.stopped = asyncio.Event()
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -103,13 +102,11 @@ class NSQD:
                 self.http_address = bound_address(http_sock)
                 self.http_port = bound_port(http_sock)
                 self.log.info("HTTP: listening on %s", self.http_address)
-        except ListenError as error:
+        except BaseException as error:
             await self._close_listeners()
             self._unlock_data_path()
-            raise StartupError(str(error)) from None
-        except BaseException:
-            await self._close_listeners()
-            self._unlock_data_path()
+            if isinstance(error, ListenError):
+                raise StartupError(str(error)) from None
             raise
         self._persist_metadata()
         self.set_lookupd_addresses(self.options.nsqlookupd_tcp_addresses)
@@ -142,7 +139,6 @@ class NSQD:
         await asyncio.sleep(0)  # let the transports report their closing
         self._unlock_data_path()
         self.log.info("NSQ: persisted %d messages to %s; exiting", persisted, self.data_path)
-        self.stopped.set()
 
     async def _close_listeners(self) -> None:
         if self._tcp_server is not None:
