@@ -53,6 +53,10 @@ class StatsdPusher:
         def gauge(name: str, value) -> None:
             out.append(f"{name}:{value}|g")
 
+        def latency(name: str, stats: dict) -> None:
+            for p in stats["e2e_processing_latency"]["percentiles"] or []:
+                gauge(f"{name}.e2e_processing_latency_{round(p['quantile'] * 100)}", p["value"])
+
         for topic in data["topics"] or []:
             if options.statsd_exclude_ephemeral and topic["topic_name"].endswith("#ephemeral"):
                 continue
@@ -61,8 +65,7 @@ class StatsdPusher:
             counter(f"{t}.message_bytes", topic["message_bytes"])
             gauge(f"{t}.depth", topic["depth"])
             gauge(f"{t}.backend_depth", topic["backend_depth"])
-            for p in topic["e2e_processing_latency"]["percentiles"] or []:
-                gauge(f"{t}.e2e_processing_latency_{round(p['quantile'] * 100)}", p["value"])
+            latency(t, topic)
             for channel in topic["channels"]:
                 if options.statsd_exclude_ephemeral and channel["channel_name"].endswith("#ephemeral"):
                     continue
@@ -75,8 +78,7 @@ class StatsdPusher:
                 counter(f"{c}.requeue_count", channel["requeue_count"])
                 counter(f"{c}.timeout_count", channel["timeout_count"])
                 gauge(f"{c}.clients", channel["client_count"])
-                for p in channel["e2e_processing_latency"]["percentiles"] or []:
-                    gauge(f"{c}.e2e_processing_latency_{round(p['quantile'] * 100)}", p["value"])
+                latency(c, channel)
         memory = data.get("memory")
         if memory:
             for key in ("heap_objects", "heap_idle_bytes", "heap_in_use_bytes", "heap_released_bytes",

@@ -78,7 +78,10 @@ class ClientSettings:
     deflate_level: int = DEFAULT_DEFLATE_LEVEL
 
 
-def _decode(body: bytes) -> dict:
+def decode_identify_body(body: bytes, field_types: dict[str, type]) -> dict:
+    """The known fields of an IDENTIFY JSON body, typed as Go's decoder types
+    them (unknown keys ignored, null taken as absent), or ``E_BAD_BODY``.
+    Shared by nsqd's V2 and nsqlookupd's V1 IDENTIFY."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -88,7 +91,7 @@ def _decode(body: bytes) -> dict:
     if not isinstance(data, dict):
         raise ProtocolError(E_BAD_BODY, "IDENTIFY failed to decode JSON body")
     fields = {}
-    for key, kind in _FIELD_TYPES.items():
+    for key, kind in field_types.items():
         value = data.get(key)
         if value is None:
             continue
@@ -106,7 +109,7 @@ def _invalid(what: str, value: int) -> ProtocolError:
 def negotiate(body: bytes, policy: IdentifyPolicy, current: ClientSettings) -> ClientSettings:
     """Apply an IDENTIFY body to ``current`` and return the new settings, or
     raise the ``E_BAD_BODY`` nsqd answers with."""
-    fields = _decode(body)
+    fields = decode_identify_body(body, _FIELD_TYPES)
     settings = ClientSettings(**asdict(current))
     for key in ("client_id", "hostname", "user_agent"):
         if key in fields:

@@ -10,6 +10,7 @@ import struct
 
 from .commands import CommandReader, check_body_size, encode_command
 from .errors import E_BAD_BODY, ProtocolError
+from .identify import decode_identify_body
 
 MAGIC_V1 = b"  V1"
 PING = b"PING\n"
@@ -63,21 +64,8 @@ class ResponseReader:
 
 def parse_peer_info(body: bytes) -> dict:
     """An IDENTIFY body -> the peer's fields, or the ``E_BAD_BODY`` lookupd answers."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise ProtocolError(E_BAD_BODY, "IDENTIFY failed to decode JSON body") from None
-    if not isinstance(data, dict):
-        raise ProtocolError(E_BAD_BODY, "IDENTIFY failed to decode JSON body")
-    info = {}
-    for key, kind in PEER_FIELDS.items():
-        value = data.get(key)
-        if value is None:
-            info[key] = kind()
-            continue
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise ProtocolError(E_BAD_BODY, "IDENTIFY failed to decode JSON body")
-        info[key] = value
+    fields = decode_identify_body(body, PEER_FIELDS)
+    info = {key: fields.get(key, kind()) for key, kind in PEER_FIELDS.items()}
     if not all(info[key] for key in REQUIRED_PEER_FIELDS):
         raise ProtocolError(E_BAD_BODY, "IDENTIFY missing fields")
     return info
