@@ -1,0 +1,12 @@
+"""The nsqpy client: asyncio Producer and Consumer with go-nsq's behaviour,
+and a blocking SyncProducer for scripts and Spark executors."""
+
+from .config import Config, ConfigError
+from .consumer import Consumer, ConsumerStats
+from .errors import ConnectionClosedError, NSQError, ProtocolError, StoppedError
+from .message import Message
+from .producer import Producer
+from .sync import SyncProducer
+
+__all__ = ["Config", "ConfigError", "Consumer", "ConsumerStats", "ConnectionClosedError", "Message",
+           "NSQError", "Producer", "ProtocolError", "StoppedError", "SyncProducer"]

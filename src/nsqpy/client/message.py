@@ -1,0 +1,66 @@
+"""A message as a consumer sees it, with the responses it can send."""
+
+from ..protocol import commands
+
+
+class Message:
+    """``finish()``, ``requeue()`` and ``touch()`` answer nsqd; the first
+    finish or requeue is the message's response, later ones are ignored.
+
+    With auto-response (the default) the consumer FINs when the handler
+    returns and REQs when it raises; ``disable_auto_response()`` hands that
+    to the handler (for work that finishes later).
+    """
+
+    __slots__ = ("id", "body", "timestamp", "attempts", "nsqd_address", "_conn", "_consumer",
+                 "_responded", "_auto")
+
+    def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int, conn, consumer):
+        self.id = message_id
+        self.body = body
+        self.timestamp = timestamp
+        self.attempts = attempts
+        self.nsqd_address = conn.address
+        self._conn = conn
+        self._consumer = consumer
+        self._responded = False
+        self._auto = True
+
+    def __repr__(self) -> str:
+        return f"Message(id={self.id!r}, attempts={self.attempts}, body={self.body[:40]!r})"
+
+    @property
+    def has_responded(self) -> bool:
+        return self._responded
+
+    @property
+    def auto_response(self) -> bool:
+        return self._auto
+
+    def disable_auto_response(self) -> None:
+        self._auto = False
+
+    def finish(self) -> None:
+        if self._responded:
+            return
+        self._responded = True
+        self._conn.send(commands.fin(self.id))
+        self._consumer._on_finished(self)
+
+    def requeue(self, delay: float | None = None, backoff: bool = True) -> None:
+        """REQ: back to nsqd, redelivered after ``delay`` seconds (None: the
+        configured default times attempts, capped). ``backoff`` slows this
+        consumer down, as go-nsq's Requeue does."""
+        if self._responded:
+            return
+        self._responded = True
+        if delay is None:
+            config = self._consumer.config
+            delay = min(config.default_requeue_delay * self.attempts, config.max_requeue_delay)
+        self._conn.send(commands.req(self.id, int(delay * 1000)))
+        self._consumer._on_requeued(self, backoff)
+
+    def touch(self) -> None:
+        """Reset nsqd's timeout for this in-flight message."""
+        if not self._responded:
+            self._conn.send(commands.touch(self.id))
