@@ -1,0 +1,50 @@
+"""nsqpy's client. argv: pub|sub address topic seconds_or_count"""
+
+import asyncio
+import json
+import sys
+import time
+
+from nsqpy.client import Config, Consumer, Producer
+
+mode, address, topic, amount = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+
+
+async def pub():
+    batch = [b"a" * 200] * 200
+    sent = 0
+    async with Producer(address) as producer:
+        started = time.perf_counter()
+        while time.perf_counter() - started < amount:
+            await producer.multi_publish(topic, batch)
+            sent += 200
+        return sent, time.perf_counter() - started
+
+
+async def sub():
+    target = int(amount)
+    done = asyncio.Event()
+    count = 0
+
+    async def handler(message):
+        nonlocal count
+        count += 1
+        if count >= target:
+            done.set()
+
+    consumer = Consumer(topic, "nsqpy", handler, config=Config(max_in_flight=2500), concurrency=1)
+    started = time.perf_counter()
+    await consumer.connect_to_nsqd(address)
+    await done.wait()
+    elapsed = time.perf_counter() - started
+    await consumer.stop()
+    return count, elapsed
+
+
+try:
+    import uvloop
+    uvloop.install()
+except ImportError:
+    pass
+messages, seconds = asyncio.run(pub() if mode == "pub" else sub())
+print(json.dumps({"messages": messages, "seconds": seconds}))
