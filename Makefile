@@ -25,8 +25,9 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed-test
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/client_bench.py
 
 clean:
 	rm -rf $(VENV) $(DATA) build src/*.egg-info

@@ -12,3 +12,16 @@ def version_line(program: str) -> str:
 
     v = sys.version_info
     return f"{program} v{NSQ_VERSION} (built w/python{v.major}.{v.minor}.{v.micro})"
+
+
+_CLIENT_NAMES = {"Config", "Consumer", "Message", "Producer", "SyncProducer"}
+
+
+def __getattr__(name: str):
+    """``nsqpy.Producer`` and friends, imported on first use so the daemons
+    never load the client."""
+    if name in _CLIENT_NAMES:
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'nsqpy' has no attribute {name!r}")

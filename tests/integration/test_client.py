@@ -288,3 +288,20 @@ def test_config_validation_names_the_option_and_range(options, fragment):
 def test_consumer_rejects_bad_names():
     with pytest.raises(ValueError):
         Consumer("bad*topic", "ch", lambda m: None)
+
+
+def test_a_consumer_started_before_its_topic_exists_finds_it_soon(start_lookupd, start_nsqd, topic):
+    lookupd = start_lookupd()
+    daemon = start_nsqd(f"--lookupd-tcp-address={lookupd.tcp_address}")
+    handler = Collector()
+
+    async def main():
+        consumer = Consumer(topic, "ch", handler)  # default 60 s poll interval
+        await consumer.connect_to_nsqlookupd(lookupd.http_address)
+        async with Producer(daemon.tcp_address) as producer:
+            await producer.publish(topic, b"first")
+        await handler.wait_for(1, timeout=8)
+        await consumer.stop()
+
+    run(main())
+    assert handler.bodies == [b"first"]

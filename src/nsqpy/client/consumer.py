@@ -230,11 +230,24 @@ class Consumer:
                 delay = min(delay * 2, self.config.lookupd_poll_interval)
 
     async def _poll_lookupd(self) -> None:
+        """Poll every lookupd_poll_interval (the first wait jittered). While no
+        nsqd is connected yet, poll again soon instead (0.5 s, doubling up to
+        the interval): a topic created a moment ago is found at once, not a
+        whole interval later as in go-nsq."""
         config = self.config
-        await asyncio.sleep(random.random() * config.lookupd_poll_jitter * config.lookupd_poll_interval)
+        retry = 0.5
+        first = True
         while True:
+            if self.connections:
+                jitter = random.random() * config.lookupd_poll_jitter if first else 1.0
+                wait = config.lookupd_poll_interval * jitter
+                first = False
+                retry = 0.5
+            else:
+                wait = min(retry, config.lookupd_poll_interval)
+                retry *= 2
+            await asyncio.sleep(wait)
             await self._query_lookupd()
-            await asyncio.sleep(config.lookupd_poll_interval)
 
     async def _query_lookupd(self) -> None:
         """Ask one lookupd (round robin, up to 3 tries) and connect to every nsqd it lists."""
