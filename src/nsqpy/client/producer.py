@@ -48,9 +48,10 @@ class Producer:
         await conn.request(command)
 
     async def ping(self) -> None:
-        """Connect if needed and check nsqd answers (a NOP has no answer, so an
-        empty MPUB is not used; an IDENTIFY round trip on connect is the check)."""
-        await self._connection()
+        """Connect if needed and check that nsqd answers. NOP has no answer; an
+        IDENTIFY without feature negotiation does (``OK``) and changes nothing."""
+        conn = await self._connection()
+        await conn.request(commands.identify({**self.config.identify_body(), "feature_negotiation": False}))
 
     async def publish(self, topic: str, body: bytes) -> None:
         await self._request(commands.pub(topic, body))
