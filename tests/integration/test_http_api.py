@@ -126,10 +126,12 @@ def test_stats_json_schema_and_filters(shared_nsqd, topic):
         assert data["health"] == "OK"
         (t,) = data["topics"]
         assert set(t) == {"topic_name", "channels", "depth", "backend_depth", "message_count",
-                          "message_bytes", "paused", "e2e_processing_latency"}
+                          "message_bytes", "paused", "e2e_processing_latency",
+                          "memory_depth", "memory_only_count", "unsynced_count"}
         assert (t["topic_name"], t["message_count"], t["message_bytes"]) == (topic, 1, 5)
         (ch,) = t["channels"]
         assert ch["in_flight_count"] == 1 and ch["client_count"] == 1 and ch["message_count"] == 1
+        assert (ch["memory_depth"], ch["memory_only_count"], ch["unsynced_count"]) == (0, 1, 0)
         (client,) = ch["clients"]
         assert client["client_id"] == "statsclient"
         assert client["user_agent"] == "tests/1.0"

@@ -58,6 +58,7 @@ class DiskQueue:
         self._reader = None
         self._read_file_size = -1  # size of a read file older than the write file
         self._unsynced_ops = 0
+        self.unsynced_writes = 0  # records written since the last fsync: lost by a crash
         self._closed = False
         self._load_metadata()
 
@@ -100,11 +101,19 @@ class DiskQueue:
             raise
         self.write_pos += 4 + size
         self.depth += 1
+        self.unsynced_writes += 1
         self._count_op()
 
     def get(self) -> bytes | None:
         """Pop the oldest record, or None when the queue is empty."""
         while self.depth > 0:
+            if self.read_file_num == self.write_file_num and self.read_pos >= self.write_pos:
+                # everything written has been read: the depth was wrong (a skipped
+                # bad file held records), not the data
+                self.log.error("diskqueue(%s): depth %d but nothing left to read; corrected to 0",
+                               self.name, self.depth)
+                self.depth = 0
+                break
             try:
                 return self._read_one()
             except CorruptionSkipped:
@@ -117,6 +126,7 @@ class DiskQueue:
             os.fsync(self._writer.fileno())
         self._write_metadata()
         self._unsynced_ops = 0
+        self.unsynced_writes = 0
 
     def empty(self) -> None:
         """Drop every record; files are removed and numbering moves on."""
@@ -204,9 +214,13 @@ class DiskQueue:
             self._skip_file(f"truncated record at {self.read_pos}")
         self.read_pos += 4 + size
         self.depth -= 1
-        if 0 <= self._read_file_size <= self.read_pos:
-            self._finish_read_file()
-        self._count_op()
+        try:
+            if 0 <= self._read_file_size <= self.read_pos:
+                self._finish_read_file()
+            self._count_op()
+        except OSError as error:
+            # the record is already taken: hand it out; the next sync records the read
+            self.log.error("diskqueue(%s): sync after read failed: %s", self.name, error)
         return data
 
     def _finish_read_file(self) -> None:

@@ -31,6 +31,11 @@ class MessageQueue:
     def backend_depth(self) -> int:
         return self.disk.depth if self.disk is not None else 0
 
+    @property
+    def unsynced_count(self) -> int:
+        """Messages written to disk but not yet fsynced."""
+        return self.disk.unsynced_writes if self.disk is not None else 0
+
     def put(self, message: Message) -> None:
         if len(self.memory) < self.capacity:
             self.memory.append(message)

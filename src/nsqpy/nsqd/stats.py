@@ -43,6 +43,16 @@ def client_stats(client, topic_filter: str | None = None) -> dict:
     return stats
 
 
+def _at_risk(queue, held_elsewhere: int) -> dict:
+    """Beyond NSQ: what a crash (kill -9, power loss) would lose right now.
+    ``memory_depth``: queued only in memory; ``memory_only_count``: that plus
+    in-flight and deferred messages, which also live only in memory;
+    ``unsynced_count``: written to disk but not yet fsynced."""
+    memory = len(queue.memory)
+    return {"memory_depth": memory, "memory_only_count": memory + held_elsewhere,
+            "unsynced_count": queue.unsynced_count}
+
+
 def channel_stats(channel, include_clients: bool, quantiles: list[float]) -> dict:
     return {
         "channel_name": channel.name,
@@ -57,6 +67,7 @@ def channel_stats(channel, include_clients: bool, quantiles: list[float]) -> dic
         "clients": [client_stats(c) for c in channel.clients] if include_clients else None,
         "paused": channel.paused,
         "e2e_processing_latency": summarize([channel.latency] if channel.latency else [], quantiles),
+        **_at_risk(channel.queue, channel.in_flight_count + channel.deferred_count),
     }
 
 
@@ -76,6 +87,7 @@ def topic_stats(topic, channel_filter: str | None, include_clients: bool, quanti
         "paused": topic.paused,
         "e2e_processing_latency": summarize(
             [c.latency for c in topic.channels.values() if c.latency], quantiles),
+        **_at_risk(topic.queue, 0),
     }
 
 
