@@ -91,3 +91,51 @@ def test_refuses_records_outside_the_size_limits(tmp_path):
     with pytest.raises(ValueError):
         q.put(b"")
     q.close()
+
+
+def segment_numbers(path) -> list[int]:
+    return sorted(int(n.split(".")[2]) for n in os.listdir(path) if n.endswith(".dat") and "meta" not in n)
+
+
+def test_unacknowledged_records_come_back_after_a_crash(tmp_path):
+    q = make(tmp_path)  # sync_every=1: every write and ack is durable at once
+    records = [b"%02d" % i * 10 for i in range(12)]  # 3 segments of 4
+    for r in records:
+        q.put(r)
+    taken = [q.get_with_token() for _ in range(10)]
+    for i in (0, 1, 3, 4, 5, 6, 7, 8):  # 2 and 9 stay unacknowledged
+        q.ack(taken[i][1])
+    assert q.unacked_count == 2
+    assert segment_numbers(tmp_path) == [0, 1, 2]  # segment 0 still holds record 2
+    # a crash: no close(); what the meta file says is what a restart sees
+    again = make(tmp_path)
+    redelivered = []
+    while (r := again.get()) is not None:
+        redelivered.append(r)
+    assert redelivered == records[2:]  # from the oldest unacknowledged record on
+    again.close()
+
+
+def test_acking_the_oldest_releases_fully_read_segments(tmp_path):
+    q = make(tmp_path)
+    for i in range(12):
+        q.put(b"%02d" % i * 10)
+    taken = [q.get_with_token() for _ in range(9)]
+    for _, token in reversed(taken[1:]):
+        q.ack(token)
+    assert segment_numbers(tmp_path) == [0, 1, 2]
+    q.ack(taken[0][1])
+    assert segment_numbers(tmp_path) == [2]
+    assert (tmp_path / "q.diskqueue.meta.dat").read_text() == "3\n2,24\n2,96\n"
+    q.close()
+
+
+def test_empty_voids_outstanding_tokens(tmp_path):
+    q = make(tmp_path)
+    q.put(b"before")
+    _, token = q.get_with_token()
+    q.empty()
+    q.ack(token)  # from before the empty: ignored
+    q.put(b"after")
+    assert q.get() == b"after" and q.unacked_count == 0
+    q.close()

@@ -11,11 +11,18 @@ Files in ``data_path``:
 
 The queue does its I/O synchronously; the owner decides when to ``sync()``
 (every ``sync_every`` operations here, and on a timer it runs itself).
+
+Beyond go-diskqueue, a record can stay on disk after it is read:
+``get_with_token()`` hands out a token, and until ``ack(token)`` the meta file
+keeps the read position at the oldest unacknowledged record (and counts
+everything after it in the depth), and no segment holding it is deleted. So
+after a crash every record read but not acknowledged is read again.
 """
 
 import logging
 import os
 import struct
+from collections import deque
 
 from ..atomicfile import write_atomically
 
@@ -60,7 +67,15 @@ class DiskQueue:
         self._unsynced_ops = 0
         self.unsynced_writes = 0  # records written since the last fsync: lost by a crash
         self._closed = False
+        # records read but not acknowledged, in read order: [sequence, file number, position]
+        self._outstanding: deque[tuple[int, int, int]] = deque()
+        self._acked: set[int] = set()
+        self._next_sequence = 0
+        self._last_record_start = (0, 0)
+        self._generation = 0  # bumped by empty(): tokens from before are void
+        self._oldest_file = 0  # lowest segment number that may still exist
         self._load_metadata()
+        self._oldest_file = self.read_file_num
 
     # --- paths ----------------------------------------------------------
 
@@ -105,7 +120,59 @@ class DiskQueue:
         self._count_op()
 
     def get(self) -> bytes | None:
-        """Pop the oldest record, or None when the queue is empty."""
+        """Pop the oldest record for good, or None when the queue is empty."""
+        taken = self.get_with_token()
+        if taken is None:
+            return None
+        data, token = taken
+        self.ack(token)
+        return data
+
+    def get_with_token(self) -> tuple[bytes, tuple[int, int]] | None:
+        """The oldest record and a token for ``ack()``; until then a crash
+        brings it back. None when the queue is empty."""
+        data = self._get()
+        if data is None:
+            return None
+        sequence = self._next_sequence
+        self._next_sequence += 1
+        self._outstanding.append((sequence, *self._last_record_start))
+        return data, (self._generation, sequence)
+
+    def ack(self, token: tuple[int, int]) -> None:
+        """The record behind ``token`` is delivered or safely elsewhere."""
+        generation, sequence = token
+        if generation != self._generation:
+            return
+        outstanding = self._outstanding
+        if outstanding and outstanding[0][0] == sequence:
+            outstanding.popleft()
+            while outstanding and outstanding[0][0] in self._acked:
+                self._acked.discard(outstanding.popleft()[0])
+            self._release_files()
+        else:
+            self._acked.add(sequence)
+        self._count_op_quietly()
+
+    @property
+    def unacked_count(self) -> int:
+        return len(self._outstanding) - len(self._acked)
+
+    def _durable_position(self) -> tuple[int, int, int]:
+        """(file, position, depth) that a restart must resume from."""
+        if self._outstanding:
+            sequence, number, position = self._outstanding[0]
+            return number, position, self.depth + (self._next_sequence - sequence)
+        return self.read_file_num, self.read_pos, self.depth
+
+    def _release_files(self) -> None:
+        """Delete segments that are fully read and hold nothing unacknowledged."""
+        durable_file = self._durable_position()[0]
+        while self._oldest_file < min(durable_file, self.read_file_num):
+            self._remove(self.file_name(self._oldest_file))
+            self._oldest_file += 1
+
+    def _get(self) -> bytes | None:
         while self.depth > 0:
             if self.read_file_num == self.write_file_num and self.read_pos >= self.write_pos:
                 # everything written has been read: the depth was wrong (a skipped
@@ -132,13 +199,16 @@ class DiskQueue:
         """Drop every record; files are removed and numbering moves on."""
         self._close_reader()
         self._close_writer()
-        for number in range(self.read_file_num, self.write_file_num + 1):
+        for number in range(self._oldest_file, self.write_file_num + 1):
             self._remove(self.file_name(number))
         self.write_file_num += 1
         self.write_pos = 0
-        self.read_file_num = self.write_file_num
+        self.read_file_num = self._oldest_file = self.write_file_num
         self.read_pos = 0
         self.depth = 0
+        self._outstanding.clear()
+        self._acked.clear()
+        self._generation += 1
         self.sync()
 
     def delete(self) -> None:
@@ -203,6 +273,7 @@ class DiskQueue:
             self._read_file_size = (
                 os.fstat(reader.fileno()).st_size if self.read_file_num < self.write_file_num else -1
             )
+        start = (self.read_file_num, self.read_pos)
         header = reader.read(4)
         if len(header) < 4:
             self._skip_file(f"truncated record header at {self.read_pos}")
@@ -214,20 +285,25 @@ class DiskQueue:
             self._skip_file(f"truncated record at {self.read_pos}")
         self.read_pos += 4 + size
         self.depth -= 1
+        self._last_record_start = start
+        if 0 <= self._read_file_size <= self.read_pos:
+            self._finish_read_file()
+        self._count_op_quietly()
+        return data
+
+    def _count_op_quietly(self) -> None:
+        """Count a read or an ack; a failed sync here is logged, not raised: the
+        record is already taken, and the next sync records the progress."""
         try:
-            if 0 <= self._read_file_size <= self.read_pos:
-                self._finish_read_file()
             self._count_op()
         except OSError as error:
-            # the record is already taken: hand it out; the next sync records the read
-            self.log.error("diskqueue(%s): sync after read failed: %s", self.name, error)
-        return data
+            self.log.error("diskqueue(%s): sync failed: %s", self.name, error)
 
     def _finish_read_file(self) -> None:
         self._close_reader()
-        self._remove(self.file_name(self.read_file_num))
         self.read_file_num += 1
         self.read_pos = 0
+        self._release_files()
 
     def _skip_file(self, reason: str):
         """Set a bad read file aside as ``.bad`` and go on with the next one."""
@@ -257,6 +333,7 @@ class DiskQueue:
             with open(self.metadata_file_name) as f:
                 text = f.read()
         except FileNotFoundError:
+            self._recover_tail()  # a first segment without meta: count what it holds
             return
         try:
             depth_line, read_line, write_line = text.split("\n")[:3]
@@ -264,22 +341,48 @@ class DiskQueue:
             self.read_file_num, self.read_pos = map(int, read_line.split(","))
             self.write_file_num, self.write_pos = map(int, write_line.split(","))
         except ValueError:
-            self.log.error("diskqueue(%s): unreadable metadata %r; starting empty", self.name, text[:80])
-            self.depth = self.read_file_num = self.read_pos = self.write_file_num = self.write_pos = 0
+            # positions unknown: guess nothing, overwrite nothing; start after every segment
+            existing = [int(n.split(".")[-2]) for n in os.listdir(self.data_path)
+                        if n.startswith(f"{self.name}.diskqueue.") and n.endswith(".dat")
+                        and n.split(".")[-2].isdigit()]
+            self.read_file_num = self.write_file_num = max(existing, default=-1) + 1
+            self.depth = self.read_pos = self.write_pos = 0
+            self.log.error("diskqueue(%s): unreadable metadata %r; starting empty at segment %d, "
+                           "older segments left in place", self.name, text[:80], self.write_file_num)
             return
+        self._recover_tail()
+
+    def _recover_tail(self) -> None:
+        """Records written after the last meta update (a crash between writing
+        and syncing) are complete in the file but not counted: count them back
+        in, and cut off a torn last record. NSQ starts a new file and loses
+        them; after kill -9 they are in the page cache and were acknowledged."""
+        path = self.file_name(self.write_file_num)
         try:
-            size = os.stat(self.file_name(self.write_file_num)).st_size
+            with open(path, "rb") as f:
+                f.seek(self.write_pos)
+                tail = f.read()
         except FileNotFoundError:
-            size = 0
-        if size > self.write_pos:
-            # bytes past the last recorded write: never acknowledged, start a fresh file
-            self.log.warning(
-                "diskqueue(%s): %s is %d bytes, metadata says %d; continuing in a new file",
-                self.name, self.file_name(self.write_file_num), size, self.write_pos,
-            )
-            self.write_file_num += 1
-            self.write_pos = 0
+            return
+        pos = 0
+        recovered = 0
+        while len(tail) - pos >= 4:
+            size = _LENGTH.unpack_from(tail, pos)[0]
+            if not self.min_msg_size <= size <= self.max_msg_size or len(tail) - pos - 4 < size:
+                break
+            pos += 4 + size
+            recovered += 1
+        if recovered:
+            self.log.warning("diskqueue(%s): recovered %d records written after the last sync", self.name,
+                             recovered)
+            self.write_pos += pos
+            self.depth += recovered
+        if pos < len(tail):
+            self.log.warning("diskqueue(%s): cut %d bytes of a torn write off %s", self.name, len(tail) - pos,
+                             path)
+            os.truncate(path, self.write_pos)
 
     def _write_metadata(self) -> None:
-        text = f"{self.depth}\n{self.read_file_num},{self.read_pos}\n{self.write_file_num},{self.write_pos}\n"
+        read_file, read_pos, depth = self._durable_position()
+        text = f"{depth}\n{read_file},{read_pos}\n{self.write_file_num},{self.write_pos}\n"
         write_atomically(self.metadata_file_name, text.encode())

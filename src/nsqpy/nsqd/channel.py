@@ -117,6 +117,8 @@ class Channel:
                     pending -= 1
                     if client.deliver(message):
                         sent += 1
+                    else:  # sampled out, or a duplicate of one in flight: done with it
+                        queue.ack(message)
                 if client.window() > 0:
                     still_ready.append(client)
                 if not pending:
@@ -127,6 +129,7 @@ class Channel:
         """A consumer FINished ``message``: record its latency, refill its window."""
         if self.latency is not None:
             self.latency.add(time.time_ns() - message.timestamp)
+        self.queue.ack(message)
         self.schedule_dispatch()
 
     # --- consumers ------------------------------------------------------------

@@ -100,8 +100,12 @@ class ClientV2:
         return self.ready_count - len(self.in_flight)
 
     def deliver(self, message) -> bool:
-        """Send one message and hold it in flight; False if sampling dropped it."""
+        """Send one message and hold it in flight. False when it is not sent:
+        dropped by sampling, or a second copy of a message this client already
+        holds (a crash between rewriting and releasing a record leaves two)."""
         if self.sample_rate and random.randrange(100) > self.sample_rate:
+            return False
+        if message.id in self.in_flight:
             return False
         attempts = message.attempts = (message.attempts + 1) & 0xFFFF
         now = time.monotonic()

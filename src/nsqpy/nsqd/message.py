@@ -8,10 +8,12 @@ class Message:
 
     Each channel gets its own copy because attempts and in-flight state are
     per channel. ``defer`` (seconds) is set only while a deferred publish
-    waits at the topic for a channel.
+    waits at the topic for a channel. ``disk_token`` is set while the record
+    this message was read from must stay on disk (until FIN, or until the
+    message is written to disk again).
     """
 
-    __slots__ = ("id", "body", "timestamp", "attempts", "defer", "client", "delivered_at", "deadline")
+    __slots__ = ("id", "body", "timestamp", "attempts", "defer", "client", "delivered_at", "deadline", "disk_token")
 
     def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int = 0, defer: float = 0.0):
         self.id = message_id
@@ -22,6 +24,7 @@ class Message:
         self.client = None
         self.delivered_at = 0.0
         self.deadline = 0.0
+        self.disk_token = None
 
     def copy(self) -> "Message":
         return Message(self.id, self.body, self.timestamp, self.attempts, self.defer)

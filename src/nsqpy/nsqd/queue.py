@@ -37,12 +37,22 @@ class MessageQueue:
         return self.disk.unsynced_writes if self.disk is not None else 0
 
     def put(self, message: Message) -> None:
+        """A message back in memory keeps its disk record; one written to disk
+        again releases the old record only once the new one is written."""
         if len(self.memory) < self.capacity:
             self.memory.append(message)
         elif self.disk is not None:
             self.disk.put(message.encode())
+            self.ack(message)
         else:
             self.dropped += 1
+
+    def ack(self, message: Message) -> None:
+        """``message`` is delivered (or durable elsewhere): its record may go."""
+        token = message.disk_token
+        if token is not None:
+            message.disk_token = None
+            self.disk.ack(token)
 
     def put_many(self, messages: list[Message]) -> None:
         room = self.capacity - len(self.memory)
@@ -61,9 +71,11 @@ class MessageQueue:
         if disk is not None and disk.depth:
             prefer_disk = self._prefer_disk = not self._prefer_disk
             if prefer_disk or not self.memory:
-                record = disk.get()
-                if record is not None:
-                    return Message.decode(record)
+                taken = disk.get_with_token()
+                if taken is not None:
+                    message = Message.decode(taken[0])
+                    message.disk_token = taken[1]
+                    return message
         if self.memory:
             return self.memory.popleft()
         return None
@@ -75,9 +87,12 @@ class MessageQueue:
         count = 0
         for message in messages:
             self.disk.put(message.encode())
+            self.ack(message)
             count += 1
         while self.memory:
-            self.disk.put(self.memory.popleft().encode())
+            message = self.memory.popleft()
+            self.disk.put(message.encode())
+            self.ack(message)
             count += 1
         return count
 

@@ -88,7 +88,11 @@ class Topic:
             message = queue.pop()
             if message is None:
                 return
-            self._fan_out(message)
+            if message.disk_token is None:
+                self._fan_out(message)
+            else:  # its record goes once every channel holds a copy
+                self._fan_out(message.copy())
+                queue.ack(message)
         self._schedule_drain()
 
     # --- channels ---------------------------------------------------------------
