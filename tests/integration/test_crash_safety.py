@@ -1,5 +1,5 @@
-"""kill -9 under load with --mem-queue-size=0 --sync-every=1: every PUB
-answered OK is delivered after restart, including the messages that were in
+"""kill -9 under load with --mem-queue-size=0 --sync-every=1: every PUB and
+DPUB answered OK is delivered after restart, including the messages that were in
 flight or requeued at the moment of the crash. Duplicates are allowed
 (at-least-once); loss is not."""
 
@@ -19,7 +19,7 @@ def publish_until_closed(daemon, prefix: str, acked: list) -> None:
         with WireConn(daemon.tcp_hostport, timeout=2) as c:
             for i in range(100_000):
                 body = f"{prefix}-{i}".encode()
-                c.send(cmd.pub("crash", body))
+                c.send(cmd.pub("crash", body) if i % 4 else cmd.dpub("crash", 200, body))
                 c.expect_ok()
                 acked.append(body)
     except (Closed, OSError, TimeoutError, AssertionError):
@@ -84,3 +84,28 @@ def test_kill_9_loses_no_acknowledged_message(tmp_path):
     duplicates = len(finished) + len(received) - len(set(finished) | set(received))
     print(f"\n{len(acked)} acknowledged, {len(finished)} finished before crashes, "
           f"{len(received)} delivered after restart, {duplicates} duplicates")
+
+
+def test_deferred_publishes_keep_their_delay_across_kill_9(tmp_path):
+    data = tmp_path / "deferred"
+    data.mkdir()
+    daemon = nsqd_process(str(data), *SAFE).start()
+    try:
+        assert http("POST", f"{daemon.http_url}/topic/create?topic=later")[0] == 200
+        assert http("POST", f"{daemon.http_url}/channel/create?topic=later&channel=ch")[0] == 200
+        with WireConn(daemon.tcp_hostport) as c:
+            c.send(cmd.dpub("later", 2500, b"in 2.5 s"))
+            c.expect_ok()
+        sent = time.monotonic()
+        daemon.process.kill()
+        daemon.process.wait(5)
+    finally:
+        daemon.kill()
+    with nsqd_process(str(data), *SAFE) as daemon:
+        with WireConn(daemon.tcp_hostport) as c:
+            c.subscribe("later", "ch", rdy=1)
+            c.expect_nothing(max(0.0, 2.0 - (time.monotonic() - sent)))  # still deferred after the crash
+            message = c.message(timeout=3)
+            assert message.body == b"in 2.5 s" and time.monotonic() - sent >= 2.4
+            c.send(cmd.fin(message.id))
+            c.expect_nothing(0.3)

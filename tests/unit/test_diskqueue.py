@@ -139,3 +139,13 @@ def test_empty_voids_outstanding_tokens(tmp_path):
     q.put(b"after")
     assert q.get() == b"after" and q.unacked_count == 0
     q.close()
+
+
+def test_a_record_taken_with_a_token_is_durable_at_once(tmp_path):
+    q = make(tmp_path)  # sync_every=1
+    q.put(b"in flight")
+    q.get_with_token()
+    # crash now, before any other operation: the meta file must still hold it
+    again = make(tmp_path)
+    assert again.get() == b"in flight"
+    again.close()

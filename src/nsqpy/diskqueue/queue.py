@@ -137,6 +137,7 @@ class DiskQueue:
         sequence = self._next_sequence
         self._next_sequence += 1
         self._outstanding.append((sequence, *self._last_record_start))
+        self._count_op_quietly()  # only now: a sync must see the record as outstanding
         return data, (self._generation, sequence)
 
     def ack(self, token: tuple[int, int]) -> None:
@@ -288,7 +289,6 @@ class DiskQueue:
         self._last_record_start = start
         if 0 <= self._read_file_size <= self.read_pos:
             self._finish_read_file()
-        self._count_op_quietly()
         return data
 
     def _count_op_quietly(self) -> None:

@@ -7,20 +7,26 @@ an idle consumer still gets its message in the same iteration.
 
 In-flight messages live in their client's insertion-ordered dict, whose
 order is also deadline order (one client, one msg_timeout), so timeouts are
-found by reading from the front. Deferred messages wait in a heap.
+found by reading from the front. Deferred messages wait in a heap; with
+``--mem-queue-size=0`` a deferred publish is also written to the channel's
+deferred disk queue (due time + message) and released once due and moved,
+so deferral survives a restart or a crash.
 """
 
 import heapq
 import itertools
+import struct
 import time
 
 from ..protocol.names import is_ephemeral
 from .message import Message
 from .queue import MessageQueue
 
+_DUE = struct.Struct(">q")  # unix nanoseconds, before each deferred record
+
 
 class Channel:
-    def __init__(self, topic, name: str, queue: MessageQueue, loop, latency=None):
+    def __init__(self, topic, name: str, queue: MessageQueue, loop, latency=None, deferred_disk=None):
         self.topic = topic
         self.name = name
         self.ephemeral = is_ephemeral(name)
@@ -37,6 +43,9 @@ class Channel:
         self.requeue_count = 0
         self.timeout_count = 0
         self.latency = latency  # a LatencyWindow when e2e percentiles are configured
+        self.deferred_disk = deferred_disk
+        if deferred_disk is not None:
+            self._load_deferred()
 
         self._dispatch_scheduled = False
         self._rotation = 0
@@ -64,7 +73,23 @@ class Channel:
 
     def put_deferred(self, message: Message, delay: float) -> None:
         self.message_count += 1
+        disk = self.deferred_disk
+        if disk is not None and message.disk_token is None:
+            disk.put(_DUE.pack(time.time_ns() + int(delay * 1e9)) + message.encode())
+            # every earlier record has been read, so the next one is this one
+            message.disk_token = (disk, disk.get_with_token()[1])
         self._defer(message, delay)
+
+    def _load_deferred(self) -> None:
+        """Deferred publishes from before a restart, due when they were due."""
+        disk = self.deferred_disk
+        now, now_ns = time.monotonic(), time.time_ns()
+        while (taken := disk.get_with_token()) is not None:
+            record, token = taken
+            message = Message.decode(record[_DUE.size:])
+            message.disk_token = (disk, token)
+            due = now + max(0, _DUE.unpack_from(record)[0] - now_ns) / 1e9
+            heapq.heappush(self.deferred, (due, next(self._deferred_seq), message))
 
     def _defer(self, message: Message, delay: float) -> None:
         heapq.heappush(self.deferred, (time.monotonic() + delay, next(self._deferred_seq), message))
@@ -201,20 +226,30 @@ class Channel:
             client.in_flight.clear()
         self.deferred.clear()
         self.queue.clear()
+        if self.deferred_disk is not None:
+            self.deferred_disk.empty()
 
     def close(self) -> int:
         """Stop, and write queued, in-flight and deferred messages to disk.
         Returns how many messages were persisted."""
         self.exiting = True
         leftovers = [m for client in self.clients for m in client.in_flight.values()]
-        leftovers.extend(entry[2] for entry in sorted(self.deferred))
+        disk = self.deferred_disk
+        kept = 0
+        for _, _, message in sorted(self.deferred):
+            if disk is not None and message.disk_token is not None and message.disk_token[0] is disk:
+                kept += 1  # stays on the deferred disk queue, due time and all
+            else:
+                leftovers.append(message)
         for client in list(self.clients):
             client.in_flight.clear()
             client.close()
         self.deferred.clear()
         persisted = self.queue.persist(leftovers)
         self.queue.close()
-        return persisted
+        if disk is not None:
+            disk.close()
+        return persisted + kept
 
     def delete(self) -> None:
         self.exiting = True
@@ -223,3 +258,5 @@ class Channel:
             client.close()
         self.deferred.clear()
         self.queue.delete()
+        if self.deferred_disk is not None:
+            self.deferred_disk.delete()

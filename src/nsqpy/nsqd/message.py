@@ -8,9 +8,9 @@ class Message:
 
     Each channel gets its own copy because attempts and in-flight state are
     per channel. ``defer`` (seconds) is set only while a deferred publish
-    waits at the topic for a channel. ``disk_token`` is set while the record
-    this message was read from must stay on disk (until FIN, or until the
-    message is written to disk again).
+    waits at the topic for a channel. ``disk_token`` is ``(disk queue, token)``
+    while the record this message was read from must stay on disk (until FIN,
+    or until the message is written to disk again).
     """
 
     __slots__ = ("id", "body", "timestamp", "attempts", "defer", "client", "delivered_at", "deadline", "disk_token")

@@ -47,12 +47,15 @@ class MessageQueue:
         else:
             self.dropped += 1
 
-    def ack(self, message: Message) -> None:
-        """``message`` is delivered (or durable elsewhere): its record may go."""
-        token = message.disk_token
-        if token is not None:
+    @staticmethod
+    def ack(message: Message) -> None:
+        """``message`` is delivered (or durable elsewhere): its record may go,
+        from whichever disk queue holds it."""
+        held = message.disk_token
+        if held is not None:
             message.disk_token = None
-            self.disk.ack(token)
+            disk, token = held
+            disk.ack(token)
 
     def put_many(self, messages: list[Message]) -> None:
         room = self.capacity - len(self.memory)
@@ -74,7 +77,7 @@ class MessageQueue:
                 taken = disk.get_with_token()
                 if taken is not None:
                     message = Message.decode(taken[0])
-                    message.disk_token = taken[1]
+                    message.disk_token = (disk, taken[1])
                     return message
         if self.memory:
             return self.memory.popleft()

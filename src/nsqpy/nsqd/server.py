@@ -248,20 +248,22 @@ class NSQD:
 
     # --- registry --------------------------------------------------------------------------
 
-    def new_queue(self, name: str, ephemeral: bool) -> MessageQueue:
+    def _disk_queue(self, name: str, header: int) -> DiskQueue:
         options = self.options
-        disk = None
-        if not ephemeral:
-            disk = DiskQueue(
-                name,
-                self.data_path,
-                max_bytes_per_file=options.max_bytes_per_file,
-                min_msg_size=MESSAGE_HEADER_SIZE,
-                max_msg_size=options.max_msg_size + MESSAGE_HEADER_SIZE,
-                sync_every=options.sync_every,
-                logger=self.log,
-            )
-        return MessageQueue(options.mem_queue_size, disk)
+        return DiskQueue(name, self.data_path, max_bytes_per_file=options.max_bytes_per_file,
+                         min_msg_size=header, max_msg_size=options.max_msg_size + header,
+                         sync_every=options.sync_every, logger=self.log)
+
+    def new_queue(self, name: str, ephemeral: bool) -> MessageQueue:
+        disk = None if ephemeral else self._disk_queue(name, MESSAGE_HEADER_SIZE)
+        return MessageQueue(self.options.mem_queue_size, disk)
+
+    def new_deferred_disk(self, name: str, ephemeral: bool) -> DiskQueue | None:
+        """With --mem-queue-size=0 nothing acknowledged lives only in memory,
+        deferred publishes included: they get a disk queue of their own."""
+        if ephemeral or self.options.mem_queue_size:
+            return None
+        return self._disk_queue(f"{name}#deferred", MESSAGE_HEADER_SIZE + 8)
 
     def new_latency_window(self) -> LatencyWindow | None:
         options = self.options
@@ -367,9 +369,10 @@ class NSQD:
         while True:
             await asyncio.sleep(interval)
             for topic in list(self.topics.values()):
-                queues = [topic.queue] + [channel.queue for channel in topic.channels.values()]
-                for queue in queues:
-                    disk = queue.disk
+                disks = [topic.queue.disk]
+                for channel in topic.channels.values():
+                    disks += [channel.queue.disk, channel.deferred_disk]
+                for disk in disks:
                     if disk is not None and disk.needs_sync:
                         try:
                             disk.sync()

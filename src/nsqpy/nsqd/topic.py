@@ -100,8 +100,10 @@ class Topic:
     def get_channel(self, name: str) -> Channel:
         channel = self.channels.get(name)
         if channel is None:
-            queue = self.nsqd.new_queue(f"{self.name}:{name}", self.ephemeral or is_ephemeral(name))
-            channel = Channel(self, name, queue, self.loop, self.nsqd.new_latency_window())
+            ephemeral = self.ephemeral or is_ephemeral(name)
+            queue = self.nsqd.new_queue(f"{self.name}:{name}", ephemeral)
+            channel = Channel(self, name, queue, self.loop, self.nsqd.new_latency_window(),
+                              self.nsqd.new_deferred_disk(f"{self.name}:{name}", ephemeral))
             self.channels[name] = channel
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()
