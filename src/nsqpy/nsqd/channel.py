@@ -71,6 +71,11 @@ class Channel:
         self.queue.put(message)
         self.schedule_dispatch()
 
+    def put_many(self, messages: list[Message]) -> None:
+        self.message_count += len(messages)
+        self.queue.put_many(messages)
+        self.schedule_dispatch()
+
     def put_deferred(self, message: Message, delay: float) -> None:
         self.message_count += 1
         disk = self.deferred_disk

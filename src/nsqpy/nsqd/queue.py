@@ -58,14 +58,19 @@ class MessageQueue:
             disk.ack(token)
 
     def put_many(self, messages: list[Message]) -> None:
+        """New messages (no disk records yet): memory while it has room, then
+        disk in one batch."""
         room = self.capacity - len(self.memory)
         if room >= len(messages):
             self.memory.extend(messages)
             return
         if room > 0:
             self.memory.extend(messages[:room])
-        for message in messages[max(room, 0):]:
-            self.put(message)
+        rest = messages[max(room, 0):]
+        if self.disk is not None:
+            self.disk.put_many([message.encode() for message in rest])
+        else:
+            self.dropped += len(rest)
 
     def pop(self) -> Message | None:
         """The next message. Memory and disk take turns when both hold some,

@@ -50,8 +50,14 @@ class Topic:
         ids = self.guid.new_ids(len(bodies))
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
         if self.started and self.channels and not self.paused and not len(self.queue):
-            for message in messages:
-                self._fan_out(message)
+            if defer:
+                for message in messages:
+                    self._fan_out(message)
+            else:  # one batch per channel: one disk write batch, one fsync
+                first = True
+                for channel in self.channels.values():
+                    channel.put_many(messages if first else [m.copy() for m in messages])
+                    first = False
         else:
             self.queue.put_many(messages)
         self.message_count += len(bodies)
