@@ -131,6 +131,10 @@ def test_corrupt_files_are_set_aside_and_the_good_data_served(start_nsqd, tmp_pa
         daemon.wait_for_log("unreadable metadata")
         _, stats = http_json("GET", f"{daemon.http_url}/stats?format=json&topic=hurt")
         assert stats["topics"][0]["channels"][0]["depth"] == 0
+        assert (data / f"{name}.diskqueue.meta.dat.bad").exists()
+        assert http("POST", f"{daemon.http_url}/pub?topic=hurt", b"new")[0] == 200
+        assert drain(daemon, "hurt", 1) == [b"new"]
+        assert len((data / f"{name}.diskqueue.000000.dat").read_bytes()) > 0  # old segments untouched
         return
     expected = [b"m%03d" % i for i in range(30)]
     if damage == "truncated record":

@@ -358,8 +358,9 @@ class DiskQueue:
                         and n.split(".")[-2].isdigit()]
             self.read_file_num = self.write_file_num = max(existing, default=-1) + 1
             self.depth = self.read_pos = self.write_pos = 0
-            self.log.error("diskqueue(%s): unreadable metadata %r; starting empty at segment %d, "
-                           "older segments left in place", self.name, text[:80], self.write_file_num)
+            os.replace(self.metadata_file_name, self.metadata_file_name + ".bad")
+            self.log.error("diskqueue(%s): unreadable metadata %r renamed .bad; starting empty at segment "
+                           "%d, older segments left in place", self.name, text[:80], self.write_file_num)
             return
         self._recover_tail()
 
