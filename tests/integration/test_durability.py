@@ -30,14 +30,10 @@ def small_filesystem(tmp_path):
 
 
 def drain(daemon, topic: str, count: int) -> list[bytes]:
-    bodies = []
     with WireConn(daemon.tcp_hostport) as c:
         c.subscribe(topic, "ch", rdy=100)
-        while len(bodies) < count:
-            message = c.message(timeout=5)
-            bodies.append(message.body)
-            c.send(cmd.fin(message.id))
-        c.expect_nothing(0.3)
+        bodies = c.drain(quiet=1.0)
+    assert len(bodies) == count, (len(bodies), count)
     return bodies
 
 
@@ -141,16 +137,9 @@ def test_corrupt_files_are_set_aside_and_the_good_data_served(start_nsqd, tmp_pa
         intact = expected[:19] + expected[20:]  # only the torn last record of that segment is lost
     else:
         intact = expected[:10] + expected[20:]
-    received = []
     with WireConn(daemon.tcp_hostport) as c:
         c.subscribe("hurt", "ch", rdy=50)
-        try:
-            while True:
-                message = c.message(timeout=1.5)
-                received.append(message.body)
-                c.send(cmd.fin(message.id))
-        except TimeoutError:
-            pass
+        received = c.drain()
     assert sorted(received) == intact
     daemon.wait_for_log(r"renamed it \.bad|missing")
     bad = sorted(f.name for f in data.iterdir() if f.name.endswith(".bad"))

@@ -86,6 +86,17 @@ class WireConn:
     def messages(self, count: int, timeout: float | None = None) -> list[DecodedMessage]:
         return [self.message(timeout) for _ in range(count)]
 
+    def drain(self, quiet: float = 1.5) -> list[bytes]:
+        """Receive and FIN messages until none arrives for ``quiet`` seconds."""
+        bodies = []
+        try:
+            while True:
+                message = self.message(timeout=quiet)
+                bodies.append(message.body)
+                self.send(commands.fin(message.id))
+        except TimeoutError:
+            return bodies
+
     def expect_nothing(self, wait: float) -> None:
         """No frame (other than heartbeats) arrives within ``wait`` seconds."""
         try:

@@ -36,6 +36,3 @@ class GuidFactory:
             count -= last - first
             self.sequence = last - 1
         return ids
-
-    def new_id(self) -> bytes:
-        return self.new_ids(1)[0]
