@@ -32,7 +32,7 @@ def test_identify_with_negotiation_returns_nsq_fields(shared_nsqd):
     with conn(shared_nsqd) as c:
         data = c.identify(feature_negotiation=True, client_id="x", heartbeat_interval=5000,
                           output_buffer_size=1024, output_buffer_timeout=50, msg_timeout=3000,
-                          sample_rate=10, tls_v1=True, snappy=True, deflate=True, short_id="old")
+                          sample_rate=10, tls_v1=True, short_id="old")
         assert data == {
             "max_rdy_count": 2500, "version": "1.3.0", "max_msg_timeout": 900000, "msg_timeout": 3000,
             "tls_v1": False, "deflate": False, "deflate_level": 6, "max_deflate_level": 6,

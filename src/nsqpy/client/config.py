@@ -78,8 +78,10 @@ class Config:
             raise ConfigError(f"output_buffer_size must be -1 or >= 64 (got {self.output_buffer_size!r})")
         if self.msg_timeout and self.msg_timeout < 1:
             raise ConfigError(f"msg_timeout must be 0 (server default) or >= 1 (got {self.msg_timeout!r})")
-        if self.tls_v1 or self.snappy or self.deflate or self.auth_secret:
-            raise ConfigError("tls_v1, snappy, deflate and auth_secret are not supported by this client yet")
+        if self.snappy and self.deflate:
+            raise ConfigError("snappy and deflate cannot both be enabled")
+        if self.tls_v1 or self.auth_secret:
+            raise ConfigError("tls_v1 and auth_secret are not supported by this client yet")
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)

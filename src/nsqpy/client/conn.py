@@ -12,6 +12,7 @@ import logging
 from collections import deque
 
 from ..protocol import commands
+from ..protocol.compression import new_codec
 from ..protocol.errors import NON_FATAL_CODES, parse_error_frame
 from ..protocol.frames import (FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE, FRAME_TYPE_RESPONSE, HEARTBEAT,
                                MAGIC_V2, FrameReader)
@@ -43,6 +44,9 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._loop = None
+        self._codec = None  # snappy or deflate, once negotiated
+        self._upgrading = False  # waiting for the plain IDENTIFY answer before compression
+        self._upgraded: asyncio.Future | None = None  # the compressed OK confirming it
 
     def __repr__(self) -> str:
         return f"Connection({self.address})"
@@ -58,8 +62,11 @@ class Connection(asyncio.Protocol):
         except (OSError, asyncio.TimeoutError) as error:
             raise ConnectionClosedError(f"cannot connect to nsqd at {self.address}: {error or 'timeout'}") from None
         self._transport.write(MAGIC_V2)
+        self._upgrading = self.config.snappy or self.config.deflate
         answer = await self.request(commands.identify(self.config.identify_body()))
         self.identity = json.loads(answer) if answer.startswith(b"{") else {}
+        if self._upgraded is not None:
+            await self._upgraded
         if self.identity.get("auth_required"):
             self.close()
             raise ConnectionClosedError(f"nsqd at {self.address} requires AUTH, which this client "
@@ -110,18 +117,48 @@ class Connection(asyncio.Protocol):
     def _flush(self) -> None:
         self._flush_scheduled = False
         if self._out and not self.closed:
-            self._transport.write(b"".join(self._out))
+            data = b"".join(self._out)
+            if self._codec is not None:
+                data = self._codec.encode(data)
+            self._transport.write(data)
         self._out.clear()
 
     # --- reading ----------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
         try:
+            if self._upgrading:
+                data = self._take_identify_answer(data)
+                if data is None:
+                    return
+            if self._codec is not None:
+                data = self._codec.decode(data)
             frames = self._reader.feed(data)
         except Exception as error:
             log.error("%s: unreadable data from nsqd (%s); closing", self.address, error)
             self.close()
             return
+        self._on_frames(frames)
+
+    def _take_identify_answer(self, data: bytes) -> bytes | None:
+        """Read the plain IDENTIFY answer alone, switch on the compression it
+        grants, and return what followed it (already compressed)."""
+        frames = self._reader.feed(data, limit=1)
+        if not frames:
+            return None
+        self._upgrading = False
+        frame_type, payload = frames[0]
+        if frame_type == FRAME_TYPE_RESPONSE and payload.startswith(b"{"):
+            granted = json.loads(payload)
+            self._codec = new_codec(granted.get("snappy", False), granted.get("deflate", False),
+                                    granted.get("deflate_level", 6))
+        if self._codec is not None:
+            self._upgraded = self._loop.create_future()
+            self._pending.append(self._upgraded)
+        self._on_frames(frames)
+        return self._reader.take_rest()
+
+    def _on_frames(self, frames) -> None:
         for frame_type, payload in frames:
             if frame_type == FRAME_TYPE_MESSAGE:
                 self.in_flight += 1

@@ -54,6 +54,7 @@ class ClientV2:
         self.closed = False
         self.last_read = self.loop.time()
 
+        self.codec = None  # snappy or deflate, once negotiated
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -148,7 +149,10 @@ class ClientV2:
         self._flush_scheduled = False
         out = self._out
         if out and not self.closed:
-            self.transport.write(b"".join(out))
+            data = b"".join(out)
+            if self.codec is not None:
+                data = self.codec.encode(data)
+            self.transport.write(data)
         out.clear()
         self._out_bytes = 0
 

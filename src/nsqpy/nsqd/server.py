@@ -69,6 +69,8 @@ class NSQD:
             default_msg_timeout=_ms(options.msg_timeout),
             max_msg_timeout=_ms(options.max_msg_timeout),
             max_deflate_level=options.max_deflate_level,
+            snappy_enabled=options.snappy,
+            deflate_enabled=options.deflate,
         )
         self.tcp_address = ""
         self.http_address = ""

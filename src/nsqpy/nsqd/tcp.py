@@ -10,6 +10,7 @@ import time
 
 from ..protocol import errors
 from ..protocol.commands import ABORT, parse_base10, parse_mpub_body, v2_reader
+from ..protocol.compression import CompressionError, new_codec
 from ..protocol.errors import ProtocolError
 from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
 from ..protocol.identify import identify_response, negotiate
@@ -61,6 +62,13 @@ class V2Protocol(asyncio.Protocol):
                 return
         if client.closed:
             return
+        if client.codec is not None:
+            try:
+                data = client.codec.decode(data)
+            except CompressionError as error:
+                self.nsqd.log.error("[%s] %s; closing", client.remote_address, error)
+                client.close()
+                return
         client.last_read = client.loop.time()
         handlers = _HANDLERS
         for command in self.reader.feed(data):
@@ -137,9 +145,15 @@ class V2Protocol(asyncio.Protocol):
             raise command.body_error
         settings = negotiate(command.body, self.nsqd.identify_policy, client.settings)
         client.update_settings(settings)
-        if settings.feature_negotiation:
-            client.send_response(identify_response(settings, self.nsqd.identify_policy))
-        else:
+        if not settings.feature_negotiation:
+            client.send_frame(OK_FRAME)
+            return
+        client.send_response(identify_response(settings, self.nsqd.identify_policy))
+        codec = new_codec(settings.snappy, settings.deflate, settings.deflate_level)
+        if codec is not None:
+            # the answer goes out plain; the OK that confirms the upgrade, compressed
+            client.flush()
+            client.codec = codec
             client.send_frame(OK_FRAME)
 
     def auth(self, client: ClientV2, command) -> None:

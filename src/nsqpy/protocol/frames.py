@@ -48,13 +48,15 @@ class FrameReader:
         self._buffer = bytearray()
         self._max_size = max_size
 
-    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+    def feed(self, data: bytes, limit: int | None = None) -> list[tuple[int, bytes]]:
+        """Complete frames so far; at most ``limit`` (the rest stays buffered:
+        after IDENTIFY, what follows the answer may be compressed)."""
         buffer = self._buffer
         buffer += data
         frames = []
         pos = 0
         end = len(buffer)
-        while end - pos >= 8:
+        while end - pos >= 8 and (limit is None or len(frames) < limit):
             size, frame_type = _FRAME_HEADER.unpack_from(buffer, pos)
             if size < 4 or size > self._max_size:
                 raise ProtocolError(E_BAD_BODY, f"invalid frame size {size}")
@@ -65,3 +67,9 @@ class FrameReader:
         if pos:
             del buffer[:pos]
         return frames
+
+    def take_rest(self) -> bytes:
+        """The bytes not yet parsed, handed over (and forgotten)."""
+        rest = bytes(self._buffer)
+        self._buffer.clear()
+        return rest

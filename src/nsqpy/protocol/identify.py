@@ -7,7 +7,7 @@ All durations here are integer milliseconds, as on the wire.
 import json
 from dataclasses import dataclass, asdict
 
-from .errors import ProtocolError, E_BAD_BODY
+from .errors import E_BAD_BODY, E_IDENTIFY_FAILED, ProtocolError
 
 DEFAULT_HEARTBEAT_INTERVAL_MS = 30_000  # nsqd's ClientTimeout / 2, not a flag
 DEFAULT_OUTPUT_BUFFER_SIZE = 16 * 1024
@@ -161,6 +161,8 @@ def negotiate(body: bytes, policy: IdentifyPolicy, current: ClientSettings) -> C
             requested = fields.get("deflate_level", 0)
             level = min(requested if requested > 0 else DEFAULT_DEFLATE_LEVEL, policy.max_deflate_level)
         settings.deflate_level = level
+        if settings.snappy and settings.deflate:
+            raise ProtocolError(E_IDENTIFY_FAILED, "cannot enable both deflate and snappy compression")
     return settings
 
 
