@@ -20,16 +20,17 @@ async def hold(message, record):
     record.finish(message.body)
 
 
-async def main(address: str, topic: str) -> None:
+async def main(address: str, topic: str, compression: dict) -> None:
     record = Record()
-    writer = await ansq.create_writer(nsqd_tcp_addresses=[address])
+    writer = await ansq.create_writer(nsqd_tcp_addresses=[address], connection_options=ConnectionOptions(
+        features=ConnectionFeatures(**compression)))
     for body in PUBS + [REQUEUE_ME, TOUCH_ME]:
         await writer.pub(topic, body)
     await writer.mpub(topic, *MPUBS)
     await writer.dpub(topic, DEFERRED, DEFER_MS)
     await writer.close()
 
-    options = ConnectionOptions(features=ConnectionFeatures(heartbeat_interval=1000))
+    options = ConnectionOptions(features=ConnectionFeatures(heartbeat_interval=1000, **compression))
     reader = await ansq.create_reader(topic=topic, channel="ansq", nsqd_tcp_addresses=[address],
                                       connection_options=options)
     # ansq 0.3.0 keeps RDY at 1 (set_max_in_flight is not implemented)
@@ -51,4 +52,5 @@ async def main(address: str, topic: str) -> None:
     record.report()
 
 
-asyncio.run(asyncio.wait_for(main(sys.argv[1], sys.argv[2]), 25))
+compression = {sys.argv[3]: True} if len(sys.argv) > 3 else {}  # snappy or deflate
+asyncio.run(asyncio.wait_for(main(sys.argv[1], sys.argv[2], compression), 25))

@@ -12,9 +12,10 @@ import gnsq  # noqa: E402
 from scenario import DEFER_MS, DEFERRED, MPUBS, PUBS, REQUEUE_ME, TOUCH_EVERY, TOUCH_HOLD, TOUCH_ME, Record  # noqa: E402
 
 address, topic = sys.argv[1], sys.argv[2]
+compression = {sys.argv[3]: True} if len(sys.argv) > 3 else {}  # snappy or deflate
 record = Record()
 
-producer = gnsq.Producer([address])
+producer = gnsq.Producer([address])  # gnsq 1.0.2 Producer breaks on its own upgrade OK (KeyError)
 producer.start()
 for body in PUBS + [REQUEUE_ME, TOUCH_ME]:
     producer.publish(topic, body)
@@ -24,7 +25,7 @@ producer.close()
 producer.join()
 
 consumer = gnsq.Consumer(topic, "gnsq", nsqd_tcp_addresses=[address], max_in_flight=20,
-                         max_backoff_duration=1, heartbeat_interval=1)
+                         max_backoff_duration=1, heartbeat_interval=1, **compression)
 
 
 def hold(message):

@@ -8,9 +8,10 @@ import tornado.ioloop
 from scenario import DEFER_MS, DEFERRED, MPUBS, PUBS, REQUEUE_ME, TOUCH_EVERY, TOUCH_HOLD, TOUCH_ME, Record
 
 address, topic = sys.argv[1], sys.argv[2]
+compression = {sys.argv[3]: True} if len(sys.argv) > 3 else {}  # snappy or deflate
 loop = tornado.ioloop.IOLoop.current()
 record = Record()
-writer = nsq.Writer([address])
+writer = nsq.Writer([address], **compression)
 
 
 def check(conn, data):
@@ -49,7 +50,7 @@ def stop_if_done():
 
 
 reader = nsq.Reader(topic=topic, channel="pynsq", message_handler=handler, nsqd_tcp_addresses=[address],
-                    max_in_flight=20, max_backoff_duration=1, heartbeat_interval=1)
+                    max_in_flight=20, max_backoff_duration=1, heartbeat_interval=1, **compression)
 loop.call_later(0.5, publish)
 loop.call_later(25, loop.stop)
 loop.start()
