@@ -28,6 +28,7 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/client_bench.py
+	$(BIN)/python bench/client_bench.py --compression
 	$(BIN)/python bench/durability_bench.py
 
 clean:

@@ -39,24 +39,29 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--runfor", default="5")
     p.add_argument("--messages", type=int, default=200_000)
+    p.add_argument("--compression", action="store_true",
+                   help="instead: nsqpy's client plain, with snappy and with deflate")
     args = p.parse_args()
+    runs = ([("nsqpy", []), ("nsqpy snappy", ["snappy"]), ("nsqpy deflate", ["deflate"])] if args.compression
+            else [(client, []) for client in CLIENTS])
     rows = []
     with tempfile.TemporaryDirectory() as data:
         with nsqd_process(data, "--mem-queue-size=10000000") as daemon:
             address = daemon.tcp_address
             # one topic, one channel per client, all filled before anyone consumes
             post(f"{daemon.http_url}/topic/create?topic=client_sub")
-            for client in CLIENTS:
-                post(f"{daemon.http_url}/channel/create?topic=client_sub&channel={client}")
+            for channel in ("nsqpy", "pynsq", "gnsq", "snappy", "deflate"):
+                post(f"{daemon.http_url}/channel/create?topic=client_sub&channel={channel}")
             with SyncProducer(address, timeout=60) as producer:
                 batch = [b"a" * 200] * 1000
                 for _ in range(args.messages // 1000):
                     producer.multi_publish("client_sub", batch)
-            for client in CLIENTS:
-                pub = run(client, "pub", address, f"client_pub_{client}", args.runfor)
-                sub = run(client, "sub", address, "client_sub", str(args.messages))
-                rows.append((client, pub["messages"] / pub["seconds"], sub["messages"] / sub["seconds"]))
-                print(f"{client}: publish {rows[-1][1]:,.0f} msgs/s, consume {rows[-1][2]:,.0f} msgs/s", flush=True)
+            for label, extra in runs:
+                client = label.split()[0]
+                pub = run(client, "pub", address, f"client_pub_{len(rows)}", args.runfor, *extra)
+                sub = run(client, "sub", address, "client_sub", str(args.messages), *extra)
+                rows.append((label, pub["messages"] / pub["seconds"], sub["messages"] / sub["seconds"]))
+                print(f"{label}: publish {rows[-1][1]:,.0f} msgs/s, consume {rows[-1][2]:,.0f} msgs/s", flush=True)
     print()
     print("| client | publish (MPUB 200) msgs/s | consume (max_in_flight 2500) msgs/s |")
     print("|---|---:|---:|")

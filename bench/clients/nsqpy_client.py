@@ -1,4 +1,4 @@
-"""nsqpy's client. argv: pub|sub address topic seconds_or_count"""
+"""nsqpy's client. argv: pub|sub address topic seconds_or_count [snappy|deflate]"""
 
 import asyncio
 import json
@@ -8,12 +8,13 @@ import time
 from nsqpy.client import Config, Consumer, Producer
 
 mode, address, topic, amount = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+compression = {sys.argv[5]: True} if len(sys.argv) > 5 else {}
 
 
 async def pub():
     batch = [b"a" * 200] * 200
     sent = 0
-    async with Producer(address) as producer:
+    async with Producer(address, Config(**compression)) as producer:
         started = time.perf_counter()
         while time.perf_counter() - started < amount:
             await producer.multi_publish(topic, batch)
@@ -32,7 +33,7 @@ async def sub():
         if count >= target:
             done.set()
 
-    consumer = Consumer(topic, "nsqpy", handler, config=Config(max_in_flight=2500), concurrency=1)
+    consumer = Consumer(topic, sys.argv[5] if compression else "nsqpy", handler, config=Config(max_in_flight=2500, **compression), concurrency=1)
     started = time.perf_counter()
     await consumer.connect_to_nsqd(address)
     await done.wait()
