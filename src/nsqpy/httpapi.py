@@ -100,12 +100,16 @@ async def nsq_errors(request: web.Request, handler):
         return json_response({"message": "INTERNAL_ERROR"}, 500)
 
 
-async def serve(app: web.Application, sock) -> web.AppRunner:
-    """Serve ``app`` on an already bound listening socket."""
+async def serve(app: web.Application, sites) -> web.AppRunner:
+    """Serve ``app`` on bound listening sockets: one socket, or (socket, SSL
+    context or None) pairs."""
+    if not isinstance(sites, list):
+        sites = [(sites, None)]
     # handlers are short; a client holding a connection must not stall shutdown
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=3.0)
     await runner.setup()
-    await web.SockSite(runner, sock).start()
+    for sock, ssl_context in sites:
+        await web.SockSite(runner, sock, ssl_context=ssl_context).start()
     return runner
 
 

@@ -141,7 +141,7 @@ class DaemonProcess:
 def nsqd_process(data_path: str, *extra: str) -> DaemonProcess:
     """An nsqd on ephemeral loopback ports storing into ``data_path``."""
     return DaemonProcess("nsqd", [
-        "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
+        "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0", "--https-address=127.0.0.1:0",
         f"--data-path={data_path}", "--broadcast-address=127.0.0.1", *extra,
     ])
 

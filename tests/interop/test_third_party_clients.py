@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nsqpy.localcluster import nsqd_process
+from tests.support.certs import make_certs
 from tests.support.wire import http_json
 
 PEERS = Path(__file__).parent / "peers"
@@ -19,22 +20,29 @@ ALL_BODIES = sorted([f"p-{i}" for i in range(10)] + [f"m-{i}" for i in range(10)
 
 
 @pytest.fixture(scope="module")
-def interop_nsqd(tmp_path_factory):
-    with nsqd_process(str(tmp_path_factory.mktemp("interop")), "--msg-timeout=1s") as daemon:
+def certs(tmp_path_factory):
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module")
+def interop_nsqd(tmp_path_factory, certs):
+    with nsqd_process(str(tmp_path_factory.mktemp("interop")), "--msg-timeout=1s",
+                      f"--tls-cert={certs.server_cert}", f"--tls-key={certs.server_key}") as daemon:
         yield daemon
 
 
-# ansq 0.3.0 raises NotImplementedError for snappy and deflate; gnsq 1.0.2's
-# Producer breaks on its own upgrade, so gnsq compresses its Consumer only.
-COMBINATIONS = [(peer, compression) for peer in ("pynsq", "gnsq") for compression in ("plain", "snappy", "deflate")]
+# ansq 0.3.0 raises NotImplementedError for TLS, snappy and deflate; gnsq
+# 1.0.2's Producer breaks on any upgrade, so gnsq upgrades its Consumer only.
+FEATURES = ("plain", "snappy", "deflate", "tls", "tls,snappy", "tls,deflate")
+COMBINATIONS = [(peer, features) for peer in ("pynsq", "gnsq") for features in FEATURES]
 COMBINATIONS.append(("ansq", "plain"))
 
 
 @pytest.mark.interop
-@pytest.mark.parametrize("peer,compression", COMBINATIONS)
-def test_third_party_client_publishes_and_consumes(interop_nsqd, peer, compression):
-    topic = f"interop_{peer}_{compression}"
-    extra = [] if compression == "plain" else [compression]
+@pytest.mark.parametrize("peer,features", COMBINATIONS)
+def test_third_party_client_publishes_and_consumes(interop_nsqd, certs, peer, features):
+    topic = f"interop_{peer}_{features.replace(',', '_')}"
+    extra = [] if features == "plain" else [features, certs.ca]
     result = subprocess.run([sys.executable, str(PEERS / f"{peer}_peer.py"), interop_nsqd.tcp_address, topic,
                              *extra], capture_output=True, text=True, timeout=60, cwd=PEERS)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -55,6 +55,7 @@ class ClientV2:
         self.last_read = self.loop.time()
 
         self.codec = None  # snappy or deflate, once negotiated
+        self.tls: dict = {}  # TLS fields for /stats, once upgraded
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False

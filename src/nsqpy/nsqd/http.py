@@ -25,8 +25,11 @@ class HttpApi:
         self._runner: web.AppRunner | None = None
         self._specs = {spec.cfg: spec for spec in option_specs(NsqdOptions)}
 
-    async def start(self, sock) -> None:
+    async def start(self, sites) -> None:
+        """``sites``: (listening socket, SSL context or None) pairs."""
         app = new_app(self.nsqd.log)
+        if self.nsqd.options.tls_required == "true":
+            app.middlewares.append(self._require_tls)
         get, post, put = web.get, web.post, web.put
         app.add_routes([
             get("/ping", self.ping, allow_head=False),
@@ -47,7 +50,14 @@ class HttpApi:
             get("/config/{opt}", self.config_get, allow_head=False),
             put("/config/{opt}", self.config_put),
         ])
-        self._runner = await serve(app, sock)
+        self._runner = await serve(app, sites)
+
+    @web.middleware
+    async def _require_tls(self, request, handler):
+        """--tls-required=true: plain HTTP answers 403 and names the HTTPS port."""
+        if not request.secure:
+            return json_response({"message": "TLS_REQUIRED", "https_port": self.nsqd.https_port}, 403)
+        return await handler(request)
 
     async def stop(self) -> None:
         if self._runner is not None:

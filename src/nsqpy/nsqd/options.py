@@ -126,12 +126,19 @@ class NsqdOptions:
         for p in self.e2e_processing_latency_percentiles:
             if not 0 < p <= 1:
                 raise ValueError(f"--e2e-processing-latency-percentile {p} must be in (0, 1.0]")
-        # Transport security and auth are configured by flags nsqpy accepts
-        # but does not serve yet; refusing them beats silently running open.
-        for name in ("tls_cert", "tls_key", "tls_client_auth_policy", "tls_root_ca_file"):
-            if getattr(self, name):
-                raise ValueError(f"--{name.replace('_', '-')}: TLS is not supported by this nsqd yet")
-        if self.tls_required != "false":
-            raise ValueError("--tls-required: TLS is not supported by this nsqd yet")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("--tls-cert and --tls-key must be given together")
+        if self.tls_client_auth_policy not in ("", "require", "require-verify"):
+            raise ValueError(f"--tls-client-auth-policy {self.tls_client_auth_policy!r} must be "
+                             "'require' or 'require-verify'")
+        if self.tls_client_auth_policy and self.tls_required == "false":
+            self.tls_required = "true"  # as NSQ: a client certificate policy implies TLS
+        if self.tls_required != "false" and not self.tls_cert:
+            raise ValueError("--tls-required needs --tls-cert and --tls-key")
+        if self.tls_min_version not in ("ssl3.0", "tls1.0", "tls1.1", "tls1.2", "tls1.3"):
+            raise ValueError(f"--tls-min-version {self.tls_min_version!r} must be one of ssl3.0, tls1.0, "
+                             "tls1.1, tls1.2, tls1.3")
+        # AUTH is configured by a flag nsqpy accepts but does not serve yet;
+        # refusing it beats silently running open.
         if self.auth_http_addresses:
             raise ValueError("--auth-http-address: AUTH is not supported by this nsqd yet")

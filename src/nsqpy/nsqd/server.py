@@ -30,6 +30,7 @@ from .lookup import LookupPeer
 from .options import NsqdOptions
 from .queue import MessageQueue
 from .statsd import StatsdPusher
+from .tls import server_context
 from .tcp import V2Protocol
 from .topic import Topic, TopicExiting
 
@@ -45,9 +46,11 @@ class NSQD:
     def __init__(self, options: NsqdOptions, logger: logging.Logger | None = None):
         try:
             options.validate()
+            self.tls_context = server_context(options)
         except ValueError as error:
             raise StartupError(str(error)) from None
         self.options = options
+        self.tls_required_tcp = options.tls_required != "false"
         self.log = logger or logging.getLogger("nsqd")
         self.loop: asyncio.AbstractEventLoop | None = None
         self.data_path = options.data_path or os.getcwd()
@@ -71,11 +74,13 @@ class NSQD:
             max_deflate_level=options.max_deflate_level,
             snappy_enabled=options.snappy,
             deflate_enabled=options.deflate,
+            tls_available=self.tls_context is not None,
         )
         self.tcp_address = ""
         self.http_address = ""
         self.tcp_port = 0
         self.http_port = 0
+        self.https_port = 0
         self._tcp_server = None
         self._http = None
         self._lock_fd: int | None = None
@@ -97,13 +102,21 @@ class NSQD:
             self.tcp_address = bound_address(tcp_sock)
             self.tcp_port = bound_port(tcp_sock)
             self.log.info("TCP: listening on %s", self.tcp_address)
+            sites = []
             if options.http_address:
                 http_sock = listen(options.http_address, "HTTP", "--http-address")
-                self._http = HttpApi(self)
-                await self._http.start(http_sock)
                 self.http_address = bound_address(http_sock)
                 self.http_port = bound_port(http_sock)
-                self.log.info("HTTP: listening on %s", self.http_address)
+                sites.append(("HTTP", http_sock, None))
+            if options.https_address and self.tls_context is not None:
+                https_sock = listen(options.https_address, "HTTPS", "--https-address")
+                self.https_port = bound_port(https_sock)
+                sites.append(("HTTPS", https_sock, self.tls_context))
+            if sites:
+                self._http = HttpApi(self)
+                await self._http.start([(sock, context) for _, sock, context in sites])
+                for kind, sock, _ in sites:
+                    self.log.info("%s: listening on %s", kind, bound_address(sock))
         except BaseException as error:
             await self._close_listeners()
             self._unlock_data_path()

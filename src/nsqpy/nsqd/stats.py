@@ -32,6 +32,7 @@ def client_stats(client, topic_filter: str | None = None) -> dict:
         "tls_version": "",
         "tls_negotiated_protocol": "",
         "tls_negotiated_protocol_is_mutual": False,
+        **client.tls,
     }
     pub_counts = [
         {"topic": topic, "count": count}

@@ -6,6 +6,7 @@ TOUCH failures.
 """
 
 import asyncio
+import ssl
 import time
 
 from ..protocol import errors
@@ -17,6 +18,7 @@ from ..protocol.identify import identify_response, negotiate
 from ..protocol.message import MESSAGE_ID_LENGTH
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from .client import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, ClientV2
+from .tls import connection_info
 from .topic import TopicExiting
 
 
@@ -34,6 +36,7 @@ class V2Protocol(asyncio.Protocol):
         self.transport = None
         self.client: ClientV2 | None = None
         self.reader = None
+        self.upgrading = False
         self._magic = b""
 
     # --- asyncio callbacks ----------------------------------------------------------
@@ -71,6 +74,7 @@ class V2Protocol(asyncio.Protocol):
                 return
         client.last_read = client.loop.time()
         handlers = _HANDLERS
+        tls_required = self.nsqd.tls_required_tcp and not client.tls
         for command in self.reader.feed(data):
             if command is ABORT:
                 self.nsqd.log.error("[%s] command line too long, closing", client.remote_address)
@@ -80,7 +84,11 @@ class V2Protocol(asyncio.Protocol):
             try:
                 if handler is None:
                     raise _invalid(f"invalid command {_name(command.name)}")
+                if tls_required and command.name != b"IDENTIFY":
+                    raise _invalid(f"cannot {_name(command.name)} in current state (TLS required)")
                 handler(self, client, command)
+                if self.upgrading:
+                    break  # the rest waits for the TLS handshake
             except ProtocolError as error:
                 client.send_error(error)
                 if error.fatal:
@@ -150,11 +158,39 @@ class V2Protocol(asyncio.Protocol):
             return
         client.send_response(identify_response(settings, self.nsqd.identify_policy))
         codec = new_codec(settings.snappy, settings.deflate, settings.deflate_level)
+        if settings.tls_v1:
+            # no command may be read before the handshake: stop reading now
+            client.flush()
+            self.transport.pause_reading()
+            self.upgrading = True
+            asyncio.get_running_loop().create_task(self._start_tls(client, codec))
+            return
         if codec is not None:
             # the answer goes out plain; the OK that confirms the upgrade, compressed
             client.flush()
             client.codec = codec
             client.send_frame(OK_FRAME)
+
+    async def _start_tls(self, client: ClientV2, codec) -> None:
+        """TLS handshake on the raw socket, then OK over TLS, then (if also
+        negotiated) compression and a compressed OK: NSQ's order."""
+        try:
+            async with asyncio.timeout(5):
+                transport = await asyncio.get_running_loop().start_tls(
+                    self.transport, self, self.nsqd.tls_context, server_side=True)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError) as error:
+            self.nsqd.log.error("[%s] TLS handshake failed: %s", client.remote_address, error or "timeout")
+            self.transport.close()
+            return
+        self.transport = client.transport = transport
+        client.tls = connection_info(transport)
+        self.upgrading = False
+        client.send_frame(OK_FRAME)
+        client.flush()
+        if codec is not None:
+            client.codec = codec
+            client.send_frame(OK_FRAME)
+            client.flush()
 
     def auth(self, client: ClientV2, command) -> None:
         if client.state != STATE_INIT:

@@ -4,6 +4,7 @@ from gevent import monkey
 
 monkey.patch_all()
 
+import ssl  # noqa: E402
 import sys  # noqa: E402
 
 import gevent  # noqa: E402
@@ -12,10 +13,13 @@ import gnsq  # noqa: E402
 from scenario import DEFER_MS, DEFERRED, MPUBS, PUBS, REQUEUE_ME, TOUCH_EVERY, TOUCH_HOLD, TOUCH_ME, Record  # noqa: E402
 
 address, topic = sys.argv[1], sys.argv[2]
-compression = {sys.argv[3]: True} if len(sys.argv) > 3 else {}  # snappy or deflate
+# optional: "snappy", "deflate", "tls", "tls,snappy", "tls,deflate"; then the CA file for tls
+features = {name: True for name in sys.argv[3].split(",")} if len(sys.argv) > 3 else {}
+if features.pop("tls", False):
+    features.update(tls_v1=True, tls_options={"ca_certs": sys.argv[4], "cert_reqs": ssl.CERT_REQUIRED})
 record = Record()
 
-producer = gnsq.Producer([address])  # gnsq 1.0.2 Producer breaks on its own upgrade OK (KeyError)
+producer = gnsq.Producer([address])  # gnsq 1.0.2's Producer breaks on any upgrade's OK (KeyError)
 producer.start()
 for body in PUBS + [REQUEUE_ME, TOUCH_ME]:
     producer.publish(topic, body)
@@ -25,7 +29,7 @@ producer.close()
 producer.join()
 
 consumer = gnsq.Consumer(topic, "gnsq", nsqd_tcp_addresses=[address], max_in_flight=20,
-                         max_backoff_duration=1, heartbeat_interval=1, **compression)
+                         max_backoff_duration=1, heartbeat_interval=1, **features)
 
 
 def hold(message):

@@ -1,5 +1,6 @@
 """pynsq 0.9.1 (tornado) Writer and Reader against our nsqd. argv: tcp_address topic"""
 
+import ssl
 import sys
 
 import nsq
@@ -8,10 +9,13 @@ import tornado.ioloop
 from scenario import DEFER_MS, DEFERRED, MPUBS, PUBS, REQUEUE_ME, TOUCH_EVERY, TOUCH_HOLD, TOUCH_ME, Record
 
 address, topic = sys.argv[1], sys.argv[2]
-compression = {sys.argv[3]: True} if len(sys.argv) > 3 else {}  # snappy or deflate
+# optional: "snappy", "deflate", "tls", "tls,snappy", "tls,deflate"; then the CA file for tls
+features = {name: True for name in sys.argv[3].split(",")} if len(sys.argv) > 3 else {}
+if features.pop("tls", False):
+    features.update(tls_v1=True, tls_options={"ca_certs": sys.argv[4], "cert_reqs": ssl.CERT_REQUIRED})
 loop = tornado.ioloop.IOLoop.current()
 record = Record()
-writer = nsq.Writer([address], **compression)
+writer = nsq.Writer([address], **features)
 
 
 def check(conn, data):
@@ -50,7 +54,7 @@ def stop_if_done():
 
 
 reader = nsq.Reader(topic=topic, channel="pynsq", message_handler=handler, nsqd_tcp_addresses=[address],
-                    max_in_flight=20, max_backoff_duration=1, heartbeat_interval=1, **compression)
+                    max_in_flight=20, max_backoff_duration=1, heartbeat_interval=1, **features)
 loop.call_later(0.5, publish)
 loop.call_later(25, loop.stop)
 loop.start()
