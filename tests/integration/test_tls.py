@@ -124,3 +124,55 @@ def test_bad_tls_flags_are_one_line(tmp_path):
         result = subprocess.run([sys.executable, "-m", "nsqpy.cli.nsqd", f"--data-path={tmp_path}", *args],
                                 capture_output=True, text=True, timeout=20)
         assert result.returncode == 1 and fragment in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("features", [{}, {"snappy": True}, {"deflate": True}])
+def test_our_client_over_tls(start_nsqd, certs, topic, features):
+    import asyncio
+
+    from nsqpy.client import Config, Consumer, Producer
+
+    daemon = start_nsqd(*tls_flags(certs, "--tls-client-auth-policy=require-verify", f"--tls-root-ca-file={certs.ca}",
+                                   "--tls-required=tcp-https"))  # plain HTTP stays open for /stats
+    config = Config(tls_v1=True, tls_root_ca_file=certs.ca, tls_cert=certs.client_cert, tls_key=certs.client_key,
+                    max_in_flight=20, **features)
+    received = []
+
+    async def main():
+        async with Producer(daemon.tcp_address, config) as producer:
+            await producer.multi_publish(topic, [b"%d" % i * 50 for i in range(50)])
+
+        async def handler(message):
+            received.append(message.body)
+
+        consumer = Consumer(topic, "ch", handler, config=config)
+        await consumer.connect_to_nsqd(daemon.tcp_address)
+        async with asyncio.timeout(10):
+            while len(received) < 50:
+                await asyncio.sleep(0.02)
+        _, stats = http_json("GET", f"{daemon.http_url}/stats?format=json&topic={topic}")
+        await consumer.stop()
+        return stats["topics"][0]["channels"][0]["clients"][0]
+
+    client = asyncio.run(main())
+    assert sorted(received) == sorted(b"%d" % i * 50 for i in range(50))
+    assert client["tls"] is True
+    assert (client["snappy"], client["deflate"]) == (features.get("snappy", False), features.get("deflate", False))
+
+
+def test_our_client_reports_a_failed_handshake(start_nsqd, certs, tmp_path):
+    import asyncio
+
+    from nsqpy.client import Config, ConnectionClosedError, Producer
+    from tests.support.certs import make_certs
+
+    daemon = start_nsqd(*tls_flags(certs))
+    other_ca = make_certs(tmp_path).ca  # a CA that did not sign nsqd's certificate
+
+    async def main():
+        async with Producer(daemon.tcp_address, Config(tls_v1=True, tls_root_ca_file=other_ca)) as producer:
+            await producer.publish("t", b"x")
+
+    with pytest.raises(ConnectionClosedError) as error:
+        asyncio.run(main())
+    assert "TLS with nsqd" in str(error.value) and "CERTIFICATE_VERIFY_FAILED" in str(error.value)

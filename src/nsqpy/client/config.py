@@ -7,6 +7,7 @@ already running.
 
 import dataclasses
 import socket
+import ssl
 
 from .. import __version__
 
@@ -80,8 +81,10 @@ class Config:
             raise ConfigError(f"msg_timeout must be 0 (server default) or >= 1 (got {self.msg_timeout!r})")
         if self.snappy and self.deflate:
             raise ConfigError("snappy and deflate cannot both be enabled")
-        if self.tls_v1 or self.auth_secret:
-            raise ConfigError("tls_v1 and auth_secret are not supported by this client yet")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("tls_cert and tls_key must be given together")
+        if self.auth_secret:
+            raise ConfigError("auth_secret is not supported by this client yet")
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -106,3 +109,15 @@ class Config:
             "deflate": self.deflate,
             "deflate_level": self.deflate_level,
         }
+
+
+def tls_context(config: Config) -> ssl.SSLContext:
+    """Verify nsqd against ``tls_root_ca_file`` (or the system CAs) and the
+    host dialled, unless ``tls_insecure_skip_verify``; present ``tls_cert``."""
+    context = ssl.create_default_context(cafile=config.tls_root_ca_file or None)
+    if config.tls_cert:
+        context.load_cert_chain(config.tls_cert, config.tls_key)
+    if config.tls_insecure_skip_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context

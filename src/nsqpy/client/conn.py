@@ -9,6 +9,7 @@ one loop iteration leave in one ``transport.write``.
 import asyncio
 import json
 import logging
+import ssl
 from collections import deque
 
 from ..protocol import commands
@@ -18,7 +19,7 @@ from ..protocol.frames import (FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE, FRAME_TYPE_
                                MAGIC_V2, FrameReader)
 from ..protocol.message import MESSAGE_HEADER
 from ..net import split_host_port
-from .config import Config
+from .config import Config, tls_context
 from .errors import ConnectionClosedError
 
 log = logging.getLogger("nsqpy.client")
@@ -45,7 +46,11 @@ class Connection(asyncio.Protocol):
         self._flush_scheduled = False
         self._loop = None
         self._codec = None  # snappy or deflate, once negotiated
-        self._upgrading = False  # waiting for the plain IDENTIFY answer before compression
+        # while upgrading, answers are read one at a time: what follows the
+        # IDENTIFY answer (or the OK over TLS) may already be compressed
+        self._upgrading = False
+        self._identified = False
+        self._next_codec = None  # granted, switched on after the OK over TLS
         self._upgraded: asyncio.Future | None = None  # the compressed OK confirming it
 
     def __repr__(self) -> str:
@@ -62,9 +67,12 @@ class Connection(asyncio.Protocol):
         except (OSError, asyncio.TimeoutError) as error:
             raise ConnectionClosedError(f"cannot connect to nsqd at {self.address}: {error or 'timeout'}") from None
         self._transport.write(MAGIC_V2)
-        self._upgrading = self.config.snappy or self.config.deflate
-        answer = await self.request(commands.identify(self.config.identify_body()))
+        config = self.config
+        self._upgrading = config.tls_v1 or config.snappy or config.deflate
+        answer = await self.request(commands.identify(config.identify_body()))
         self.identity = json.loads(answer) if answer.startswith(b"{") else {}
+        if self.identity.get("tls_v1"):
+            await self._start_tls(host)
         if self._upgraded is not None:
             await self._upgraded
         if self.identity.get("auth_required"):
@@ -72,6 +80,19 @@ class Connection(asyncio.Protocol):
             raise ConnectionClosedError(f"nsqd at {self.address} requires AUTH, which this client "
                                         "does not support yet")
         return self.identity
+
+    async def _start_tls(self, host: str) -> None:
+        """Handshake right after the plain answer, then read nsqd's OK over TLS."""
+        tls_ok = self._loop.create_future()
+        self._pending.append(tls_ok)
+        try:
+            async with asyncio.timeout(self.config.dial_timeout + 5):
+                self._transport = await self._loop.start_tls(self._transport, self, tls_context(self.config),
+                                                             server_hostname=host)
+            await tls_ok
+        except (OSError, ssl.SSLError, asyncio.TimeoutError) as error:
+            self.close()
+            raise ConnectionClosedError(f"TLS with nsqd at {self.address} failed: {error or 'timeout'}") from None
 
     def connection_made(self, transport) -> None:
         self._transport = transport
@@ -141,18 +162,26 @@ class Connection(asyncio.Protocol):
         self._on_frames(frames)
 
     def _take_identify_answer(self, data: bytes) -> bytes | None:
-        """Read the plain IDENTIFY answer alone, switch on the compression it
-        grants, and return what followed it (already compressed)."""
+        """Read the IDENTIFY answer (and, with TLS, the OK over TLS) alone,
+        switch on the compression granted, and return what followed it."""
         frames = self._reader.feed(data, limit=1)
         if not frames:
             return None
-        self._upgrading = False
         frame_type, payload = frames[0]
-        if frame_type == FRAME_TYPE_RESPONSE and payload.startswith(b"{"):
-            granted = json.loads(payload)
-            self._codec = new_codec(granted.get("snappy", False), granted.get("deflate", False),
-                                    granted.get("deflate_level", 6))
-        if self._codec is not None:
+        codec = self._next_codec
+        if not self._identified:
+            self._identified = True
+            if frame_type == FRAME_TYPE_RESPONSE and payload.startswith(b"{"):
+                granted = json.loads(payload)
+                codec = new_codec(granted.get("snappy", False), granted.get("deflate", False),
+                                  granted.get("deflate_level", 6))
+                if granted.get("tls_v1"):
+                    self._next_codec = codec  # after the handshake and the OK over TLS
+                    self._on_frames(frames)
+                    return b""
+        self._upgrading = False
+        self._codec = codec
+        if codec is not None:
             self._upgraded = self._loop.create_future()
             self._pending.append(self._upgraded)
         self._on_frames(frames)
