@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nsqpy.localcluster import nsqd_process
+from tests.support.auth_server import AuthServer, grant
 from tests.support.certs import make_certs
 from tests.support.wire import http_json
 
@@ -59,3 +60,19 @@ def test_third_party_client_publishes_and_consumes(interop_nsqd, certs, peer, fe
     (channel,) = stats["topics"][0]["channels"]
     assert (channel["depth"], channel["in_flight_count"], channel["timeout_count"]) == (0, 0, 0)
     assert channel["requeue_count"] == 1
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("peer", ["pynsq", "gnsq"])
+def test_third_party_client_with_auth(tmp_path, peer):
+    server = AuthServer()
+    server.grants["interop"] = grant()
+    try:
+        with nsqd_process(str(tmp_path), "--msg-timeout=1s", f"--auth-http-address={server.address}") as daemon:
+            result = subprocess.run([sys.executable, str(PEERS / f"{peer}_peer.py"), daemon.tcp_address,
+                                     f"auth_{peer}", "auth"], capture_output=True, text=True, timeout=60, cwd=PEERS)
+            assert result.returncode == 0, result.stderr[-3000:]
+            assert json.loads(result.stdout)["finished"] == ALL_BODIES
+            assert {r["secret"] for r in server.requests} == {"interop"}
+    finally:
+        server.stop()

@@ -83,8 +83,6 @@ class Config:
             raise ConfigError("snappy and deflate cannot both be enabled")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("tls_cert and tls_key must be given together")
-        if self.auth_secret:
-            raise ConfigError("auth_secret is not supported by this client yet")
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)

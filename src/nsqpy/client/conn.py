@@ -32,6 +32,7 @@ class Connection(asyncio.Protocol):
         self.on_message = on_message  # callable(conn, timestamp, attempts, id, body)
         self.on_close = on_close  # callable(conn)
         self.identity: dict = {}  # nsqd's IDENTIFY answer
+        self.auth_identity: dict = {}  # nsqd's AUTH answer, when it requires AUTH
         self.closed = False
         self.ready_count = 0  # the RDY last sent
         self.in_flight = 0
@@ -76,9 +77,10 @@ class Connection(asyncio.Protocol):
         if self._upgraded is not None:
             await self._upgraded
         if self.identity.get("auth_required"):
-            self.close()
-            raise ConnectionClosedError(f"nsqd at {self.address} requires AUTH, which this client "
-                                        "does not support yet")
+            if not config.auth_secret:
+                self.close()
+                raise ConnectionClosedError(f"nsqd at {self.address} requires AUTH: set Config(auth_secret=...)")
+            self.auth_identity = json.loads(await self.request(commands.auth(config.auth_secret.encode())))
         return self.identity
 
     async def _start_tls(self, host: str) -> None:

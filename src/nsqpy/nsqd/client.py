@@ -34,6 +34,7 @@ class ClientV2:
         else:
             self.remote_address = str(peer or "")
             host = ""
+        self.remote_ip = host
         options = nsqd.options
         self.settings = ClientSettings(
             client_id=host,
@@ -56,6 +57,8 @@ class ClientV2:
 
         self.codec = None  # snappy or deflate, once negotiated
         self.tls: dict = {}  # TLS fields for /stats, once upgraded
+        self.auth = None  # an AuthState once AUTH succeeded
+        self.auth_secret = ""
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -156,6 +159,17 @@ class ClientV2:
             self.transport.write(data)
         out.clear()
         self._out_bytes = 0
+
+    @property
+    def common_name(self) -> str:
+        """Subject CN of the client's verified TLS certificate, for the auth server."""
+        ssl_object = self.transport.get_extra_info("ssl_object")
+        certificate = ssl_object.getpeercert() if ssl_object is not None else None
+        for rdn in (certificate or {}).get("subject", ()):
+            for key, value in rdn:
+                if key == "commonName":
+                    return value
+        return ""
 
     def pause_writing(self) -> None:
         self.write_paused = True

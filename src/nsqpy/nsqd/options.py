@@ -138,7 +138,3 @@ class NsqdOptions:
         if self.tls_min_version not in ("ssl3.0", "tls1.0", "tls1.1", "tls1.2", "tls1.3"):
             raise ValueError(f"--tls-min-version {self.tls_min_version!r} must be one of ssl3.0, tls1.0, "
                              "tls1.1, tls1.2, tls1.3")
-        # AUTH is configured by a flag nsqpy accepts but does not serve yet;
-        # refusing it beats silently running open.
-        if self.auth_http_addresses:
-            raise ValueError("--auth-http-address: AUTH is not supported by this nsqd yet")

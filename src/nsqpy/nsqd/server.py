@@ -23,6 +23,7 @@ from ..protocol.identify import IdentifyPolicy
 from ..protocol.message import MESSAGE_HEADER_SIZE
 from ..protocol.names import is_ephemeral
 from . import metadata
+from .auth import AuthClient
 from .client import ClientV2
 from .http import HttpApi
 from .latency import LatencyWindow
@@ -75,7 +76,11 @@ class NSQD:
             snappy_enabled=options.snappy,
             deflate_enabled=options.deflate,
             tls_available=self.tls_context is not None,
+            auth_required=bool(options.auth_http_addresses),
         )
+        self.auth = AuthClient(options.auth_http_addresses, options.auth_http_request_method,
+                               options.http_client_connect_timeout, options.http_client_request_timeout,
+                               self.log) if options.auth_http_addresses else None
         self.tcp_address = ""
         self.http_address = ""
         self.tcp_port = 0

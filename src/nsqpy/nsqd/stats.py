@@ -34,6 +34,8 @@ def client_stats(client, topic_filter: str | None = None) -> dict:
         "tls_negotiated_protocol_is_mutual": False,
         **client.tls,
     }
+    if client.auth is not None:
+        stats.update(authed=True, auth_identity=client.auth.identity, auth_identity_url=client.auth.identity_url)
     pub_counts = [
         {"topic": topic, "count": count}
         for topic, count in sorted(client.pub_counts.items())

@@ -6,6 +6,7 @@ TOUCH failures.
 """
 
 import asyncio
+import json
 import ssl
 import time
 
@@ -17,6 +18,7 @@ from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
 from ..protocol.identify import identify_response, negotiate
 from ..protocol.message import MESSAGE_ID_LENGTH
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from .auth import AuthError
 from .client import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, ClientV2
 from .tls import connection_info
 from .topic import TopicExiting
@@ -73,9 +75,15 @@ class V2Protocol(asyncio.Protocol):
                 client.close()
                 return
         client.last_read = client.loop.time()
+        self._run(client, self.reader.feed(data))
+
+    def _run(self, client: ClientV2, commands) -> None:
+        """Execute commands in order. A handler that must wait (AUTH asks a
+        server) returns a coroutine: reading pauses, and the commands after it
+        run once it is done, so answers keep their order."""
         handlers = _HANDLERS
         tls_required = self.nsqd.tls_required_tcp and not client.tls
-        for command in self.reader.feed(data):
+        for index, command in enumerate(commands):
             if command is ABORT:
                 self.nsqd.log.error("[%s] command line too long, closing", client.remote_address)
                 client.close()
@@ -86,16 +94,38 @@ class V2Protocol(asyncio.Protocol):
                     raise _invalid(f"invalid command {_name(command.name)}")
                 if tls_required and command.name != b"IDENTIFY":
                     raise _invalid(f"cannot {_name(command.name)} in current state (TLS required)")
-                handler(self, client, command)
+                waiting = handler(self, client, command)
+                if waiting is not None:
+                    client.flush()
+                    self.transport.pause_reading()
+                    asyncio.get_running_loop().create_task(self._resume_after(client, waiting, commands[index + 1:]))
+                    return
                 if self.upgrading:
                     break  # the rest waits for the TLS handshake
             except ProtocolError as error:
-                client.send_error(error)
-                if error.fatal:
-                    self.nsqd.log.error("[%s] %s", client.remote_address, error)
-                    client.close()
+                if self._failed(client, error):
                     return
         client.flush()
+
+    def _failed(self, client: ClientV2, error: ProtocolError) -> bool:
+        """Send the error; True when it is fatal and the connection is closed."""
+        client.send_error(error)
+        if not error.fatal:
+            return False
+        self.nsqd.log.error("[%s] %s", client.remote_address, error)
+        client.close()
+        return True
+
+    async def _resume_after(self, client: ClientV2, waiting, rest) -> None:
+        try:
+            await waiting
+        except ProtocolError as error:
+            if self._failed(client, error):
+                return
+        if client.closed:
+            return
+        self.transport.resume_reading()
+        self._run(client, rest)
 
     def connection_lost(self, exc) -> None:
         if self.client is not None:
@@ -192,14 +222,55 @@ class V2Protocol(asyncio.Protocol):
             client.send_frame(OK_FRAME)
             client.flush()
 
-    def auth(self, client: ClientV2, command) -> None:
+    def auth(self, client: ClientV2, command):
         if client.state != STATE_INIT:
             raise _invalid("cannot AUTH in current state")
         if len(command.params) != 1:
             raise _invalid("AUTH invalid number of parameters")
         if command.body_error is not None:
             raise command.body_error
-        raise ProtocolError(errors.E_AUTH_DISABLED, "AUTH disabled")
+        if client.auth is not None:
+            raise _invalid("AUTH already set")
+        if self.nsqd.auth is None:
+            raise ProtocolError(errors.E_AUTH_DISABLED, "AUTH disabled")
+        return self._authenticate(client, command.body.decode("utf-8", "replace"))
+
+    async def _authenticate(self, client: ClientV2, secret: str) -> None:
+        state = await self._query_auth(client, secret)
+        if not state.authorizations:
+            raise ProtocolError(errors.E_UNAUTHORIZED, "AUTH no authorizations found")
+        client.auth, client.auth_secret = state, secret
+        client.send_response(json.dumps({"identity": state.identity, "identity_url": state.identity_url,
+                                         "permission_count": len(state.authorizations)}).encode())
+
+    async def _query_auth(self, client: ClientV2, secret: str):
+        try:
+            return await self.nsqd.auth.query(secret, client.remote_ip, bool(client.tls), client.common_name)
+        except AuthError:
+            raise ProtocolError(errors.E_AUTH_FAILED, "AUTH failed") from None
+
+    def _with_permission(self, client: ClientV2, name: str, permission: str, topic: str, channel: str, action):
+        """Run ``action`` if AUTH allows it: at once while the grant is fresh,
+        after asking the auth server again once its TTL has passed."""
+        if self.nsqd.auth is None:
+            return action()
+        state = client.auth
+        if state is None:
+            raise ProtocolError(errors.E_AUTH_FIRST, f"AUTH required before {name}")
+        if state.expired:
+            return self._recheck(client, name, permission, topic, channel, action)
+        self._require(state, name, permission, topic, channel)
+        return action()
+
+    async def _recheck(self, client: ClientV2, name: str, permission: str, topic: str, channel: str, action) -> None:
+        client.auth = await self._query_auth(client, client.auth_secret)
+        self._require(client.auth, name, permission, topic, channel)
+        action()
+
+    @staticmethod
+    def _require(state, name: str, permission: str, topic: str, channel: str) -> None:
+        if not state.allows(permission, topic, channel):
+            raise ProtocolError(errors.E_UNAUTHORIZED, f'AUTH failed for {name} on "{topic}" "{channel}"')
 
     def sub(self, client: ClientV2, command) -> None:
         if client.state != STATE_INIT:
@@ -213,6 +284,10 @@ class V2Protocol(asyncio.Protocol):
         channel_name = _name(params[2])
         if not is_valid_channel_name(channel_name):
             raise ProtocolError(errors.E_BAD_CHANNEL, f'SUB channel name "{channel_name}" is not valid')
+        return self._with_permission(client, "SUB", "subscribe", topic_name, channel_name,
+                                     lambda: self._subscribe(client, topic_name, channel_name))
+
+    def _subscribe(self, client: ClientV2, topic_name: str, channel_name: str) -> None:
         nsqd = self.nsqd
         try:
             topic = nsqd.get_topic(topic_name)
@@ -302,7 +377,8 @@ class V2Protocol(asyncio.Protocol):
         topic_name = self._topic_name(command.params[1], "PUB")
         if command.body_error is not None:
             raise command.body_error
-        self._publish(client, topic_name, [command.body], 0.0, errors.E_PUB_FAILED, "PUB")
+        return self._with_permission(client, "PUB", "publish", topic_name, "", lambda: self._publish(
+            client, topic_name, [command.body], 0.0, errors.E_PUB_FAILED, "PUB"))
 
     def dpub(self, client: ClientV2, command) -> None:
         params = command.params
@@ -315,7 +391,8 @@ class V2Protocol(asyncio.Protocol):
             raise _invalid(f"DPUB timeout {delay_ms} out of range 0-{max_ms}")
         if command.body_error is not None:
             raise command.body_error
-        self._publish(client, topic_name, [command.body], delay_ms / 1000, errors.E_DPUB_FAILED, "DPUB")
+        return self._with_permission(client, "DPUB", "publish", topic_name, "", lambda: self._publish(
+            client, topic_name, [command.body], delay_ms / 1000, errors.E_DPUB_FAILED, "DPUB"))
 
     def mpub(self, client: ClientV2, command) -> None:
         if len(command.params) < 2:
@@ -328,7 +405,8 @@ class V2Protocol(asyncio.Protocol):
             raise command.body_error
         options = self.nsqd.options
         bodies = parse_mpub_body(command.body, options.max_msg_size, options.max_body_size)
-        self._publish(client, name, bodies, 0.0, errors.E_MPUB_FAILED, "MPUB")
+        return self._with_permission(client, "MPUB", "publish", name, "", lambda: self._publish(
+            client, name, bodies, 0.0, errors.E_MPUB_FAILED, "MPUB"))
 
     def _publish(self, client: ClientV2, topic_name: str, bodies, defer: float, code: str, name: str) -> None:
         try:

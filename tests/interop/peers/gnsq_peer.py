@@ -13,13 +13,16 @@ import gnsq  # noqa: E402
 from scenario import DEFER_MS, DEFERRED, MPUBS, PUBS, REQUEUE_ME, TOUCH_EVERY, TOUCH_HOLD, TOUCH_ME, Record  # noqa: E402
 
 address, topic = sys.argv[1], sys.argv[2]
-# optional: "snappy", "deflate", "tls", "tls,snappy", "tls,deflate"; then the CA file for tls
+# optional: "snappy", "deflate", "tls", "tls,snappy", "tls,deflate", "auth"; then the CA file for tls
 features = {name: True for name in sys.argv[3].split(",")} if len(sys.argv) > 3 else {}
+if features.pop("auth", False):
+    features["auth_secret"] = b"interop"  # gnsq sends it as the body as given: bytes
 if features.pop("tls", False):
     features.update(tls_v1=True, tls_options={"ca_certs": sys.argv[4], "cert_reqs": ssl.CERT_REQUIRED})
 record = Record()
 
-producer = gnsq.Producer([address])  # gnsq 1.0.2's Producer breaks on any upgrade's OK (KeyError)
+# gnsq 1.0.2's Producer breaks on any upgrade's OK (KeyError): it gets the AUTH secret only
+producer = gnsq.Producer([address], **{k: v for k, v in features.items() if k == "auth_secret"})
 producer.start()
 for body in PUBS + [REQUEUE_ME, TOUCH_ME]:
     producer.publish(topic, body)

@@ -9,8 +9,10 @@ import tornado.ioloop
 from scenario import DEFER_MS, DEFERRED, MPUBS, PUBS, REQUEUE_ME, TOUCH_EVERY, TOUCH_HOLD, TOUCH_ME, Record
 
 address, topic = sys.argv[1], sys.argv[2]
-# optional: "snappy", "deflate", "tls", "tls,snappy", "tls,deflate"; then the CA file for tls
+# optional: "snappy", "deflate", "tls", "tls,snappy", "tls,deflate", "auth"; then the CA file for tls
 features = {name: True for name in sys.argv[3].split(",")} if len(sys.argv) > 3 else {}
+if features.pop("auth", False):
+    features["auth_secret"] = "interop"
 if features.pop("tls", False):
     features.update(tls_v1=True, tls_options={"ca_certs": sys.argv[4], "cert_reqs": ssl.CERT_REQUIRED})
 loop = tornado.ioloop.IOLoop.current()

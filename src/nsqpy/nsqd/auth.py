@@ -1,0 +1,100 @@
+"""AUTH: ask an auth server what a secret may do, and check it later.
+
+The server gets ``secret``, ``remote_ip``, ``tls`` and ``common_name``
+(GET query, sorted; or with ``--auth-http-request-method=post`` a JSON body
+of one-item lists) and answers ``{"ttl", "identity", "identity_url",
+"authorizations": [{"topic", "channels", "permissions"}]}``. Regexes match
+anywhere in the name, as Go's MatchString; a publish checks the empty
+channel name, so a publish grant needs a channel regex matching "".
+"""
+
+import json
+import random
+import re
+import time
+import urllib.parse
+from dataclasses import dataclass
+
+import aiohttp
+
+PERMISSIONS = {"subscribe", "publish"}
+NSQ_ACCEPT = {"Accept": "application/vnd.nsq; version=1.0"}
+
+
+class AuthError(Exception):
+    """No auth server gave a usable answer (details go to the log only)."""
+
+
+@dataclass(frozen=True)
+class Authorization:
+    topic: re.Pattern
+    channels: tuple[re.Pattern, ...]
+    permissions: frozenset
+
+    def allows(self, permission: str, topic: str, channel: str) -> bool:
+        return (permission in self.permissions and self.topic.search(topic) is not None
+                and any(c.search(channel) is not None for c in self.channels))
+
+
+@dataclass(frozen=True)
+class AuthState:
+    identity: str
+    identity_url: str
+    authorizations: tuple[Authorization, ...]
+    expires_at: float  # time.monotonic()
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() >= self.expires_at
+
+    def allows(self, permission: str, topic: str, channel: str) -> bool:
+        return any(a.allows(permission, topic, channel) for a in self.authorizations)
+
+
+def parse_answer(data: dict) -> AuthState:
+    """Raise ValueError for anything NSQ rejects: ttl <= 0, an unknown
+    permission, a regex that does not compile."""
+    ttl = data.get("ttl")
+    if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or ttl <= 0:
+        raise ValueError(f"invalid ttl {ttl!r}")
+    authorizations = []
+    for entry in data.get("authorizations") or []:
+        permissions = frozenset(entry.get("permissions") or [])
+        if not permissions <= PERMISSIONS:
+            raise ValueError(f"unknown permissions {sorted(permissions - PERMISSIONS)}")
+        try:
+            topic = re.compile(entry.get("topic", ""))
+            channels = tuple(re.compile(c) for c in entry.get("channels") or [])
+        except re.error as error:
+            raise ValueError(f"bad regex: {error}") from None
+        authorizations.append(Authorization(topic, channels, permissions))
+    return AuthState(str(data.get("identity", "")), str(data.get("identity_url", "")), tuple(authorizations),
+                     time.monotonic() + ttl)
+
+
+class AuthClient:
+    def __init__(self, addresses: list[str], method: str, connect_timeout: float, request_timeout: float, log):
+        self.urls = [a if "://" in a else f"http://{a}/auth" for a in addresses]
+        self.method = method
+        self.timeout = aiohttp.ClientTimeout(total=request_timeout, connect=connect_timeout)
+        self.log = log
+
+    async def query(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState:
+        params = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
+                  "tls": "true" if tls else "false"}
+        start = random.randrange(len(self.urls))
+        async with aiohttp.ClientSession(timeout=self.timeout) as session:
+            for url in self.urls[start:] + self.urls[:start]:
+                try:
+                    if self.method == "post":
+                        request = session.post(url, json={k: [v] for k, v in params.items()}, headers=NSQ_ACCEPT)
+                    else:
+                        request = session.get(f"{url}?{urllib.parse.urlencode(sorted(params.items()))}",
+                                              headers=NSQ_ACCEPT)
+                    async with request as response:
+                        if response.status != 200:
+                            raise ValueError(f"status {response.status}")
+                        return parse_answer(json.loads(await response.read()))
+                except (aiohttp.ClientError, TimeoutError, ValueError, TypeError, AttributeError) as error:
+                    self.log.error("AUTH: %s failed: %s", url, error)
+        raise AuthError("no auth server answered")
