@@ -16,8 +16,10 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from nsqpy.client import SyncProducer
-from nsqpy.localcluster import nsqd_process
+sys.path.insert(0, str(Path(__file__).parent.parent))  # the test suite's certificate maker
+from nsqpy.client import SyncProducer  # noqa: E402
+from nsqpy.localcluster import nsqd_process  # noqa: E402
+from tests.support.certs import make_certs  # noqa: E402
 
 HERE = Path(__file__).parent / "clients"
 CLIENTS = ["nsqpy", "pynsq", "gnsq"]
@@ -42,15 +44,18 @@ def main() -> None:
     p.add_argument("--compression", action="store_true",
                    help="instead: nsqpy's client plain, with snappy and with deflate")
     args = p.parse_args()
-    runs = ([("nsqpy", []), ("nsqpy snappy", ["snappy"]), ("nsqpy deflate", ["deflate"])] if args.compression
+    runs = ([("nsqpy", []), ("nsqpy snappy", ["snappy"]), ("nsqpy deflate", ["deflate"]), ("nsqpy tls", ["tls"]),
+             ("nsqpy tls+snappy", ["tls,snappy"]), ("nsqpy tls+deflate", ["tls,deflate"])] if args.compression
             else [(client, []) for client in CLIENTS])
     rows = []
     with tempfile.TemporaryDirectory() as data:
-        with nsqd_process(data, "--mem-queue-size=10000000") as daemon:
+        certs = make_certs(Path(data))
+        tls = (f"--tls-cert={certs.server_cert}", f"--tls-key={certs.server_key}")
+        with nsqd_process(data, "--mem-queue-size=10000000", *tls) as daemon:
             address = daemon.tcp_address
             # one topic, one channel per client, all filled before anyone consumes
             post(f"{daemon.http_url}/topic/create?topic=client_sub")
-            for channel in ("nsqpy", "pynsq", "gnsq", "snappy", "deflate"):
+            for channel in ("nsqpy", "pynsq", "gnsq", "snappy", "deflate", "tls", "tls_snappy", "tls_deflate"):
                 post(f"{daemon.http_url}/channel/create?topic=client_sub&channel={channel}")
             with SyncProducer(address, timeout=60) as producer:
                 batch = [b"a" * 200] * 1000
@@ -58,6 +63,7 @@ def main() -> None:
                     producer.multi_publish("client_sub", batch)
             for label, extra in runs:
                 client = label.split()[0]
+                extra = extra + [certs.ca] if extra else extra
                 pub = run(client, "pub", address, f"client_pub_{len(rows)}", args.runfor, *extra)
                 sub = run(client, "sub", address, "client_sub", str(args.messages), *extra)
                 rows.append((label, pub["messages"] / pub["seconds"], sub["messages"] / sub["seconds"]))

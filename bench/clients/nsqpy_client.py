@@ -1,4 +1,4 @@
-"""nsqpy's client. argv: pub|sub address topic seconds_or_count [snappy|deflate]"""
+"""nsqpy's client. argv: pub|sub address topic seconds_or_count [snappy|deflate|tls|tls,snappy|tls,deflate CA]"""
 
 import asyncio
 import json
@@ -8,7 +8,10 @@ import time
 from nsqpy.client import Config, Consumer, Producer
 
 mode, address, topic, amount = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-compression = {sys.argv[5]: True} if len(sys.argv) > 5 else {}
+compression = {name: True for name in sys.argv[5].split(",")} if len(sys.argv) > 5 else {}
+if compression.pop("tls", False):
+    compression.update(tls_v1=True, tls_root_ca_file=sys.argv[6])
+channel = sys.argv[5].replace(",", "_") if len(sys.argv) > 5 else "nsqpy"
 
 
 async def pub():
@@ -33,7 +36,7 @@ async def sub():
         if count >= target:
             done.set()
 
-    consumer = Consumer(topic, sys.argv[5] if compression else "nsqpy", handler, config=Config(max_in_flight=2500, **compression), concurrency=1)
+    consumer = Consumer(topic, channel, handler, config=Config(max_in_flight=2500, **compression), concurrency=1)
     started = time.perf_counter()
     await consumer.connect_to_nsqd(address)
     await done.wait()

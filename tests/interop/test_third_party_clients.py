@@ -76,3 +76,16 @@ def test_third_party_client_with_auth(tmp_path, peer):
             assert {r["secret"] for r in server.requests} == {"interop"}
     finally:
         server.stop()
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("peer", ["pynsq"])  # gnsq's Producer cannot upgrade, and a certificate policy requires TLS
+def test_third_party_client_with_a_client_certificate_required(tmp_path, certs, peer):
+    with nsqd_process(str(tmp_path), "--msg-timeout=1s", f"--tls-cert={certs.server_cert}",
+                      f"--tls-key={certs.server_key}", "--tls-client-auth-policy=require-verify",
+                      f"--tls-root-ca-file={certs.ca}") as daemon:
+        result = subprocess.run([sys.executable, str(PEERS / f"{peer}_peer.py"), daemon.tcp_address,
+                                 f"mutual_{peer}", "tls,client_cert", certs.ca, certs.client_cert, certs.client_key],
+                                capture_output=True, text=True, timeout=60, cwd=PEERS)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert json.loads(result.stdout)["finished"] == ALL_BODIES

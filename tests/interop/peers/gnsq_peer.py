@@ -19,6 +19,8 @@ if features.pop("auth", False):
     features["auth_secret"] = b"interop"  # gnsq sends it as the body as given: bytes
 if features.pop("tls", False):
     features.update(tls_v1=True, tls_options={"ca_certs": sys.argv[4], "cert_reqs": ssl.CERT_REQUIRED})
+    if features.pop("client_cert", False):  # then argv: CA, certificate, key
+        features["tls_options"].update(certfile=sys.argv[5], keyfile=sys.argv[6])
 record = Record()
 
 # gnsq 1.0.2's Producer breaks on any upgrade's OK (KeyError): it gets the AUTH secret only

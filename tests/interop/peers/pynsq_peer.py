@@ -15,6 +15,8 @@ if features.pop("auth", False):
     features["auth_secret"] = "interop"
 if features.pop("tls", False):
     features.update(tls_v1=True, tls_options={"ca_certs": sys.argv[4], "cert_reqs": ssl.CERT_REQUIRED})
+    if features.pop("client_cert", False):  # then argv: CA, certificate, key
+        features["tls_options"].update(certfile=sys.argv[5], keyfile=sys.argv[6])
 loop = tornado.ioloop.IOLoop.current()
 record = Record()
 writer = nsq.Writer([address], **features)
