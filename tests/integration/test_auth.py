@@ -100,3 +100,25 @@ def test_our_client_authenticates_and_reports_refusals(start_nsqd, auth_server, 
     asyncio.run(main())
     _, stats = http_json("GET", f"{daemon.http_url}/stats?format=json&topic={topic}")
     assert stats["topics"][0]["message_count"] == 1
+
+
+def test_https_auth_server_verified_with_the_root_ca_and_reached_through_a_403(start_nsqd, tmp_path):
+    import ssl
+
+    from tests.support.certs import make_certs
+
+    certs = make_certs(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs.server_cert, certs.server_key)
+    https = AuthServer(tls_context=context)
+    https.grants["over-https"] = grant()
+    https_port = int(https.address.rsplit(":", 1)[1])
+    plain = AuthServer(redirect_to_https_port=https_port)  # says: ask me over HTTPS on that port
+    try:
+        daemon = start_nsqd(f"--auth-http-address={plain.address}", f"--tls-root-ca-file={certs.ca}")
+        with authed(daemon, b"over-https") as c:
+            assert json.loads(c.response())["identity"] == "tester"
+        assert [r["secret"] for r in https.requests] == ["over-https"]
+    finally:
+        https.stop()
+        plain.stop()

@@ -10,7 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class AuthServer:
-    def __init__(self):
+    def __init__(self, tls_context=None, redirect_to_https_port: int | None = None):
+        """``tls_context``: serve HTTPS. ``redirect_to_https_port``: answer every
+        request 403 naming that HTTPS port, as an nsqd that requires TLS does."""
         self.grants: dict = {}
         self.requests: list[dict] = []
         server = self
@@ -20,6 +22,13 @@ class AuthServer:
                 pass
 
             def answer(self, params: dict) -> None:
+                if redirect_to_https_port is not None:
+                    body = json.dumps({"message": "TLS_REQUIRED", "https_port": redirect_to_https_port}).encode()
+                    self.send_response(403)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 server.requests.append({"method": self.command, "path": self.path.split("?")[0], **params})
                 grant = server.grants.get(params.get("secret"), 403)
                 if isinstance(grant, int):
@@ -42,6 +51,8 @@ class AuthServer:
                 self.answer({key: values[0] for key, values in body.items()})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls_context is not None:
+            self.httpd.socket = tls_context.wrap_socket(self.httpd.socket, server_side=True)
         self.address = f"127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

@@ -11,6 +11,7 @@ channel name, so a publish grant needs a channel regex matching "".
 import json
 import random
 import re
+import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -73,28 +74,41 @@ def parse_answer(data: dict) -> AuthState:
 
 
 class AuthClient:
-    def __init__(self, addresses: list[str], method: str, connect_timeout: float, request_timeout: float, log):
+    def __init__(self, addresses: list[str], method: str, connect_timeout: float, request_timeout: float, log,
+                 root_ca_file: str = ""):
         self.urls = [a if "://" in a else f"http://{a}/auth" for a in addresses]
         self.method = method
         self.timeout = aiohttp.ClientTimeout(total=request_timeout, connect=connect_timeout)
         self.log = log
+        # an HTTPS auth server is verified against --tls-root-ca-file when given
+        self.ssl = ssl.create_default_context(cafile=root_ca_file) if root_ca_file else None
 
     async def query(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState:
         params = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
                   "tls": "true" if tls else "false"}
         start = random.randrange(len(self.urls))
-        async with aiohttp.ClientSession(timeout=self.timeout) as session:
+        connector = aiohttp.TCPConnector(ssl=self.ssl) if self.ssl is not None else None
+        async with aiohttp.ClientSession(timeout=self.timeout, connector=connector) as session:
             for url in self.urls[start:] + self.urls[:start]:
                 try:
-                    if self.method == "post":
-                        request = session.post(url, json={k: [v] for k, v in params.items()}, headers=NSQ_ACCEPT)
-                    else:
-                        request = session.get(f"{url}?{urllib.parse.urlencode(sorted(params.items()))}",
-                                              headers=NSQ_ACCEPT)
-                    async with request as response:
-                        if response.status != 200:
-                            raise ValueError(f"status {response.status}")
-                        return parse_answer(json.loads(await response.read()))
-                except (aiohttp.ClientError, TimeoutError, ValueError, TypeError, AttributeError) as error:
+                    status, body = await self._ask(session, url, params)
+                    if status == 403 and url.startswith("http://"):
+                        # an auth server that requires TLS names its HTTPS port, as nsqd's does
+                        https_port = json.loads(body)["https_port"]
+                        parts = urllib.parse.urlsplit(url)
+                        url = parts._replace(scheme="https", netloc=f"{parts.hostname}:{https_port}").geturl()
+                        status, body = await self._ask(session, url, params)
+                    if status != 200:
+                        raise ValueError(f"status {status}")
+                    return parse_answer(json.loads(body))
+                except (aiohttp.ClientError, TimeoutError, ValueError, TypeError, AttributeError, KeyError) as error:
                     self.log.error("AUTH: %s failed: %s", url, error)
         raise AuthError("no auth server answered")
+
+    async def _ask(self, session: aiohttp.ClientSession, url: str, params: dict) -> tuple[int, bytes]:
+        if self.method == "post":
+            request = session.post(url, json={k: [v] for k, v in params.items()}, headers=NSQ_ACCEPT)
+        else:
+            request = session.get(f"{url}?{urllib.parse.urlencode(sorted(params.items()))}", headers=NSQ_ACCEPT)
+        async with request as response:
+            return response.status, await response.read()

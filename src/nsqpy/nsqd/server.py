@@ -80,7 +80,7 @@ class NSQD:
         )
         self.auth = AuthClient(options.auth_http_addresses, options.auth_http_request_method,
                                options.http_client_connect_timeout, options.http_client_request_timeout,
-                               self.log) if options.auth_http_addresses else None
+                               self.log, options.tls_root_ca_file) if options.auth_http_addresses else None
         self.tcp_address = ""
         self.http_address = ""
         self.tcp_port = 0
