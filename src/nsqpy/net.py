@@ -68,3 +68,11 @@ def bound_address(sock: socket.socket) -> str:
 def bound_port(sock: socket.socket) -> int:
     name = sock.getsockname()
     return name[1] if isinstance(name, tuple) else -1
+
+
+async def close_listeners(tcp_server, http_api) -> None:
+    """Stop accepting TCP connections and stop the HTTP API (either may be None)."""
+    if tcp_server is not None:
+        tcp_server.close()
+    if http_api is not None:
+        await http_api.stop()

@@ -18,13 +18,12 @@ class Closed(Exception):
     pass
 
 
-class WireConn:
-    def __init__(self, hostport: tuple[str, int], *, magic: bytes = MAGIC_V2, timeout: float = 5.0):
+class _Connection:
+    """A blocking loopback socket that sends its protocol's magic first."""
+
+    def __init__(self, hostport: tuple[str, int], magic: bytes, timeout: float):
         self.sock = socket.create_connection(hostport, timeout=timeout)
         self.timeout = timeout
-        self.reader = FrameReader()
-        self.frames: list[tuple[int, bytes]] = []
-        self.heartbeats = 0
         if magic:
             self.send(magic)
 
@@ -39,6 +38,14 @@ class WireConn:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class WireConn(_Connection):
+    def __init__(self, hostport: tuple[str, int], *, magic: bytes = MAGIC_V2, timeout: float = 5.0):
+        self.reader = FrameReader()
+        self.frames: list[tuple[int, bytes]] = []
+        self.heartbeats = 0
+        super().__init__(hostport, magic, timeout)
 
     def read_frame(self, timeout: float | None = None, skip_heartbeats: bool = True) -> tuple[int, bytes]:
         deadline = time.monotonic() + (timeout or self.timeout)
@@ -159,19 +166,18 @@ def wait_until(predicate, timeout: float = 5.0, interval: float = 0.02):
         time.sleep(interval)
 
 
-class LookupConn:
+class LookupConn(_Connection):
     """A blocking V1 connection to nsqlookupd, as nsqd holds one."""
 
     def __init__(self, hostport: tuple[str, int], *, magic: bytes = b"  V1", timeout: float = 5.0):
         from nsqpy.protocol.lookup import ResponseReader
 
-        self.sock = socket.create_connection(hostport, timeout=timeout)
         self.reader = ResponseReader()
         self.answers: list[bytes] = []
-        self.sock.sendall(magic)
+        super().__init__(hostport, magic, timeout)
 
     def request(self, command: bytes) -> bytes:
-        self.sock.sendall(command)
+        self.send(command)
         while not self.answers:
             data = self.sock.recv(65536)
             if not data:
@@ -181,12 +187,3 @@ class LookupConn:
 
     def expect_closed(self) -> None:
         assert self.sock.recv(65536) == b""
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

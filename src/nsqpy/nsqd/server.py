@@ -16,7 +16,7 @@ import aiohttp
 
 from ..diskqueue import DiskQueue
 from ..errors import StartupError
-from ..net import ListenError, bound_address, bound_port, listen
+from ..net import ListenError, bound_address, bound_port, close_listeners, listen
 from ..protocol import NSQ_VERSION
 from ..protocol import lookup as lookup_v1
 from ..protocol.identify import IdentifyPolicy
@@ -161,12 +161,8 @@ class NSQD:
         self.log.info("NSQ: persisted %d messages to %s; exiting", persisted, self.data_path)
 
     async def _close_listeners(self) -> None:
-        if self._tcp_server is not None:
-            self._tcp_server.close()
-            self._tcp_server = None
-        if self._http is not None:
-            await self._http.stop()
-            self._http = None
+        tcp_server, http_api, self._tcp_server, self._http = self._tcp_server, self._http, None, None
+        await close_listeners(tcp_server, http_api)
 
     def _lock_data_path(self) -> None:
         """Exclusive flock on the data directory itself, as NSQ takes it, so two

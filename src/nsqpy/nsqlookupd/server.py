@@ -6,7 +6,7 @@ import logging
 import socket
 
 from ..errors import StartupError
-from ..net import ListenError, bound_address, bound_port, listen
+from ..net import ListenError, bound_address, bound_port, close_listeners, listen
 from .http import LookupHttpApi
 from .options import NsqlookupdOptions
 from .registry import RegistrationDB
@@ -47,9 +47,5 @@ class NSQLookupd:
 
     async def stop(self) -> None:
         self.log.info("NSQLookupd: exiting")
-        if self._tcp_server is not None:
-            self._tcp_server.close()
-            self._tcp_server = None
-        if self._http is not None:
-            await self._http.stop()
-            self._http = None
+        tcp_server, http_api, self._tcp_server, self._http = self._tcp_server, self._http, None, None
+        await close_listeners(tcp_server, http_api)
