@@ -1,0 +1,118 @@
+"""``nsq_to_parquet``: archive a topic to Parquet with Spark, partitioned by date and hour.
+
+    nsq_to_parquet --topic=events --lookupd-http-address=127.0.0.1:4161 --output-dir=archive
+
+Runs until Ctrl-C (or, with ``--available-now``, until what the channel held
+at start is archived), printing a status line every ``--status-every``
+seconds. Ctrl-C stops gracefully: everything archived is acknowledged at
+nsqd, and nothing else.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from .. import version_line
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="nsq_to_parquet", description=__doc__.split("\n")[0].split(": ", 1)[1])
+    parser.add_argument("--version", action="version", version=version_line("nsq_to_parquet"))
+    parser.add_argument("--topic", required=True, help="NSQ topic to archive")
+    parser.add_argument("--channel", default="nsq_to_parquet", help="NSQ channel (default nsq_to_parquet)")
+    parser.add_argument("--lookupd-http-address", action="append", default=[], metavar="ADDR",
+                        help="nsqlookupd HTTP address (repeatable)")
+    parser.add_argument("--nsqd-tcp-address", action="append", default=[], metavar="ADDR",
+                        help="nsqd TCP address (repeatable)")
+    parser.add_argument("--nsqd-http-address", action="append", default=[], metavar="ADDR",
+                        help="nsqd HTTP address, for the lag (found through nsqlookupd otherwise)")
+    parser.add_argument("--output-dir", required=True, help="where the Parquet files go")
+    parser.add_argument("--checkpoint-dir", help="Spark checkpoint (default <output-dir>/_checkpoint); "
+                                                 "keep it to resume where the last run stopped")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]), "
+                                                             "e.g. spark://host:7077")
+    parser.add_argument("--trigger", default="10 seconds",
+                        help="micro-batch interval (default '10 seconds'; '0 seconds': as fast as possible)")
+    parser.add_argument("--available-now", action="store_true",
+                        help="archive what the channel holds now, then exit")
+    parser.add_argument("--max-messages-per-batch", type=int, default=100000,
+                        help="cap on one micro-batch (default 100000; nsqd's --max-rdy-count caps "
+                             "what one connection holds)")
+    parser.add_argument("--wal", action="store_true",
+                        help="keep a write-ahead log under the checkpoint: exact replays after a driver crash")
+    parser.add_argument("--status-every", type=float, default=10.0, help="seconds between status lines")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="Spark setting (repeatable), overriding nsqpy's light local defaults")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="nsq source option (repeatable), e.g. msg_timeout=120 or tls_v1=true")
+    args = parser.parse_args(argv)
+    if not args.lookupd_http_address and not args.nsqd_tcp_address:
+        parser.error("give --lookupd-http-address or --nsqd-tcp-address")
+    for setting in args.conf + args.option:
+        if "=" not in setting:
+            parser.error(f"expected KEY=VALUE, got {setting!r}")
+    return args
+
+
+def source_options(args) -> dict:
+    options = {
+        "topic": args.topic,
+        "channel": args.channel,
+        "max_messages_per_batch": str(args.max_messages_per_batch),
+    }
+    for name, values in (("lookupd_http_addresses", args.lookupd_http_address),
+                         ("nsqd_tcp_addresses", args.nsqd_tcp_address),
+                         ("nsqd_http_addresses", args.nsqd_http_address)):
+        if values:
+            options[name] = ",".join(values)
+    if args.wal:
+        options["walPath"] = os.path.join(os.path.abspath(args.checkpoint_dir), "nsq-wal")
+    options.update(setting.split("=", 1) for setting in args.option)
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    args.output_dir = os.path.abspath(args.output_dir)
+    args.checkpoint_dir = os.path.abspath(args.checkpoint_dir or os.path.join(args.output_dir, "_checkpoint"))
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    from ..spark.archive import StatusLine, start_archive, stop_gracefully
+    from ..spark.session import build_session
+
+    spark = build_session(args.master, f"nsq_to_parquet {args.topic}",
+                          dict(setting.split("=", 1) for setting in args.conf))
+    options = source_options(args)
+    query = start_archive(spark, options, args.output_dir, args.checkpoint_dir,
+                          trigger=args.trigger, available_now=args.available_now)
+    print(f"nsq_to_parquet: archiving {args.topic}/{args.channel} to {args.output_dir} "
+          f"(master {args.master}); Ctrl-C stops", flush=True)
+    status = StatusLine(options)
+    try:
+        while query.isActive and not stop.is_set():
+            stop.wait(args.status_every)
+            if query.isActive:
+                print(status.render(query), flush=True)
+        if stop.is_set() and query.isActive:
+            print("nsq_to_parquet: stopping after the batch in progress", flush=True)
+            if not stop_gracefully(query, args.checkpoint_dir):
+                print("nsq_to_parquet: the source did not confirm the drain; nsqd redelivers what it holds",
+                      file=sys.stderr, flush=True)
+        error = query.exception()
+        print(status.render(query), flush=True)
+        if error is not None:
+            print(f"nsq_to_parquet: the query failed: {error.desc if hasattr(error, 'desc') else error}",
+                  file=sys.stderr, flush=True)
+            return 1
+        print("nsq_to_parquet: stopped", flush=True)
+        return 0
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

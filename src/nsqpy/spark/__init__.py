@@ -1,0 +1,46 @@
+"""NSQ and Apache Spark: topics as streaming DataFrames, DataFrames to topics.
+
+    import nsqpy.spark
+    nsqpy.spark.register(spark)
+    df = (spark.readStream.format("nsq").option("topic", "events")
+          .option("channel", "archive").option("lookupd_http_addresses", "127.0.0.1:4161").load())
+
+Needs the ``spark`` extra (``pip install 'nsqpy[spark]'``): PySpark 4.2 or
+newer, whose Python data source API has admission control and
+``Trigger.AvailableNow``, and PyArrow.
+"""
+
+from pyspark.sql.datasource import DataSource
+
+from .options import OptionError, SinkOptions, SourceOptions
+from .sink import NSQStreamWriter, NSQWriter, PublishError
+from .source import NSQStreamReader, source_schema
+
+
+class NSQDataSource(DataSource):
+    """The ``nsq`` format: ``readStream`` (a channel), ``write`` and ``writeStream`` (a topic)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "nsq"
+
+    def schema(self):
+        dedup_key = str(self.options.get("dedup_key", "false")).lower() in ("true", "1", "yes", "on")
+        return source_schema(dedup_key)
+
+    def simpleStreamReader(self, schema):
+        return NSQStreamReader(SourceOptions.parse(self.options))
+
+    def writer(self, schema, overwrite: bool):
+        return NSQWriter(SinkOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema, overwrite: bool):
+        return NSQStreamWriter(SinkOptions.parse(self.options), schema)
+
+
+def register(spark) -> None:
+    """Make ``format("nsq")`` known to this SparkSession."""
+    spark.dataSource.register(NSQDataSource)
+
+
+__all__ = ["NSQDataSource", "OptionError", "PublishError", "register"]

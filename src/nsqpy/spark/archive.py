@@ -1,0 +1,113 @@
+"""Archiving a topic to Parquet: the Structured Streaming job behind ``nsq_to_parquet``.
+
+Rows land under ``<output>/date=YYYY-MM-DD/hour=HH/`` by the message's
+timestamp (UTC). Spark's file sink commits each micro-batch in its
+``_spark_metadata`` log, and the ``nsq`` source FINishes a batch's messages
+only after that commit, so an archived message is acknowledged and an
+acknowledged message is archived.
+
+A graceful stop goes through the source's drain file: the source answers
+what is committed, gives back what it received but did not archive, and
+reads no more; then the query stops.
+"""
+
+import os
+import time
+from dataclasses import dataclass
+
+from pyspark.sql import functions as F
+
+from .backlog import channel_backlog, nsqd_http_addresses
+
+DRAIN_FILE = "nsq-drain"
+
+
+def drain_file(checkpoint_dir: str) -> str:
+    return os.path.join(checkpoint_dir, DRAIN_FILE)
+
+
+def start_archive(spark, source_options: dict, output_dir: str, checkpoint_dir: str, *,
+                  trigger: str | None = None, available_now: bool = False):
+    """Start the archive query; ``source_options`` are the ``nsq`` source's."""
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    drain = drain_file(checkpoint_dir)
+    for stale in (drain, drain + ".done"):
+        if os.path.exists(stale):
+            os.unlink(stale)
+    messages = (spark.readStream.format("nsq").options(**source_options)
+                .option("drain_file", drain).load()
+                .withColumn("date", F.date_format("timestamp", "yyyy-MM-dd"))
+                .withColumn("hour", F.date_format("timestamp", "HH")))
+    writer = (messages.writeStream.format("parquet").option("path", output_dir)
+              .option("checkpointLocation", checkpoint_dir).partitionBy("date", "hour")
+              .queryName(f"nsq_to_parquet {source_options['topic']}/{source_options['channel']}"))
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    elif trigger:
+        writer = writer.trigger(processingTime=trigger)
+    return writer.start()
+
+
+def stop_gracefully(query, checkpoint_dir: str, timeout: float = 60.0) -> bool:
+    """Ask the source to drain, wait until it has (the batch running now
+    commits first), then stop the query. False when the source did not
+    confirm in time: the query is stopped anyway, and what was not FINished
+    is redelivered by nsqd."""
+    drain = drain_file(checkpoint_dir)
+    with open(drain, "w") as marker:
+        marker.write("stop\n")
+    deadline = time.monotonic() + timeout
+    drained = False
+    while query.isActive and time.monotonic() < deadline:
+        if os.path.exists(drain + ".done"):
+            drained = True
+            break
+        time.sleep(0.1)
+    query.stop()
+    return drained or not query.isActive
+
+
+@dataclass
+class Progress:
+    """Totals over the query's progress reports, for the status line."""
+    batches: int = 0
+    rows: int = 0
+    last_batch: int = -1
+    started: float = 0.0
+
+    def update(self, query) -> None:
+        for report in query.recentProgress:
+            if report["batchId"] > self.last_batch:
+                self.last_batch = report["batchId"]
+                if report["numInputRows"]:
+                    self.batches += 1
+                    self.rows += report["numInputRows"]
+
+
+class StatusLine:
+    """``batches 12, rows 120000 (24310/s), lag 3400``: rows/s since the last
+    line, lag from nsqd's ``/stats`` depth for the channel."""
+
+    def __init__(self, source_options: dict):
+        self.options = source_options
+        self.progress = Progress(started=time.monotonic())
+        self._last_rows = 0
+        self._last_at = time.monotonic()
+
+    def _lag(self) -> str:
+        options = self.options
+        addresses = [a for a in options.get("nsqd_http_addresses", "").split(",") if a]
+        if not addresses:
+            addresses = nsqd_http_addresses(
+                [a for a in options.get("lookupd_http_addresses", "").split(",") if a], options["topic"])
+        if not addresses:
+            return "unknown"
+        return str(channel_backlog(addresses, options["topic"], options["channel"]))
+
+    def render(self, query) -> str:
+        self.progress.update(query)
+        now = time.monotonic()
+        rate = (self.progress.rows - self._last_rows) / max(now - self._last_at, 1e-9)
+        self._last_rows, self._last_at = self.progress.rows, now
+        return (f"batches {self.progress.batches}, rows {self.progress.rows} ({rate:.0f}/s), "
+                f"lag {self._lag()}")

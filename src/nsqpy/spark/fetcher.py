@@ -1,0 +1,136 @@
+"""The consumer behind the ``nsq`` source: receives, holds and answers messages.
+
+It lives in Spark's long-lived driver-side reader process, with the client's
+Consumer on a private event loop in a daemon thread, so ``read()`` (called
+from Spark's thread) only takes what has arrived. Messages taken into a
+batch stay in flight, TOUCHed well before nsqd's timeout, until the source
+says their batch is committed. The process ending closes the connections,
+and nsqd requeues whatever was still in flight: no cleanup call from Spark
+is needed for that.
+"""
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+
+from ..client.consumer import Consumer
+from .options import SourceOptions
+
+log = logging.getLogger("nsqpy.spark")
+
+_POLL = 0.005  # seconds between looks at the arrivals while a batch fills
+_CONNECT_TIMEOUT = 30.0
+_ANSWER_TIMEOUT = 10.0
+
+
+class Fetcher:
+    def __init__(self, options: SourceOptions):
+        self.options = options
+        self.arrived: deque = deque()  # appended by the loop thread, taken by read()
+        self._taken: dict[bytes, object] = {}  # handed to Spark, not yet answered; loop thread only
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="nsqpy-spark-source", daemon=True)
+        self._thread.start()
+        self._consumer: Consumer | None = None
+        try:
+            self._call(self._start(), _CONNECT_TIMEOUT)
+        except BaseException:
+            self.close()
+            raise
+
+    def _call(self, coroutine, timeout: float):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    async def _start(self) -> None:
+        options = self.options
+        self._consumer = Consumer(options.topic, options.channel, self._arrive, config=options.config)
+        await self._consumer.connect_to_nsqds(options.nsqd_tcp_addresses)
+        await self._consumer.connect_to_nsqlookupds(options.lookupd_http_addresses)
+        self._loop.create_task(self._touch_loop())
+
+    async def _arrive(self, message) -> None:
+        message.disable_auto_response()
+        self.arrived.append(message)
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._consumer and self._consumer.connections)
+
+    def _saturated(self) -> bool:
+        """nsqd sends nothing more until something is answered: every
+        connection holds as many messages as its RDY allows."""
+        connections = list(self._consumer.connections.values())
+        return bool(connections) and all(c.in_flight >= c.ready_count for c in connections)
+
+    def take(self, limit: int, first_wait: float, batch_wait: float) -> list:
+        """Up to ``limit`` messages: wait up to ``first_wait`` for the first,
+        then up to ``batch_wait`` for the batch to fill (less when nsqd can
+        send no more)."""
+        arrived = self.arrived
+        deadline = time.monotonic() + first_wait
+        while not arrived and time.monotonic() < deadline:
+            time.sleep(_POLL)
+        if not arrived:
+            return []
+        deadline = time.monotonic() + batch_wait
+        while len(arrived) < limit and time.monotonic() < deadline and not self._saturated():
+            time.sleep(_POLL)
+        batch = [arrived.popleft() for _ in range(min(limit, len(arrived)))]
+        self._loop.call_soon_threadsafe(self._taken.update, ((m.id, m) for m in batch))
+        return batch
+
+    def finish(self, messages) -> None:
+        """FIN, and wait until the FINs are written to the sockets."""
+        if messages:
+            self._call(self._answer(messages, requeue=False), _ANSWER_TIMEOUT)
+
+    def requeue(self, messages) -> None:
+        """REQ without delay or backoff: back to nsqd for another consumer or a later batch."""
+        if messages:
+            self._call(self._answer(messages, requeue=True), _ANSWER_TIMEOUT)
+
+    def release_arrived(self) -> int:
+        """Give back everything received but not yet in a batch; stop receiving."""
+        async def pause():
+            self._consumer.change_max_in_flight(0)
+
+        self._call(pause(), _ANSWER_TIMEOUT)
+        released = []
+        while self.arrived:
+            released.append(self.arrived.popleft())
+        self.requeue(released)
+        return len(released)
+
+    async def _answer(self, messages, requeue: bool) -> None:
+        taken = self._taken
+        for message in messages:
+            taken.pop(message.id, None)
+            if requeue:
+                message.requeue(0, backoff=False)
+            else:
+                message.finish()
+        await asyncio.sleep(0)  # the connections flush on the next turn of the loop
+        await asyncio.sleep(0)
+
+    def _touch_interval(self) -> float:
+        """A third of the shortest message timeout nsqd granted (ms in IDENTIFY's answer)."""
+        timeouts = [c.identity.get("msg_timeout") or 60000 for c in self._consumer.connections.values()]
+        return max(0.2, min(timeouts, default=60000) / 3000)
+
+    async def _touch_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._touch_interval())
+            for message in list(self._taken.values()) + list(self.arrived):
+                message.touch()
+
+    def close(self) -> None:
+        """Give back what is held (nsqd would requeue it anyway) and stop."""
+        if self._consumer is not None and self._loop.is_running():
+            try:
+                self._call(self._consumer.stop(timeout=1.0), _ANSWER_TIMEOUT)
+            except Exception as error:  # closing is best effort: nsqd requeues on disconnect
+                log.warning("nsq source: closing the consumer failed: %s", error)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)

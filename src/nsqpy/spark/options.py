@@ -1,0 +1,136 @@
+"""The ``nsq`` data source's options, checked once with one clear message each.
+
+Spark hands options over as strings in a case-insensitive dict with
+lowercased keys, so every name here is matched lowercased. Any option named
+like a client ``Config`` field (``msg_timeout``, ``tls_v1``, ``snappy``,
+``auth_secret``, ...) configures the connections to nsqd.
+"""
+
+import dataclasses
+
+from ..client.config import Config, ConfigError
+from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+
+_CONFIG_FIELDS = {field.name: field for field in dataclasses.fields(Config)}
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+class OptionError(ValueError):
+    """An option is missing or unusable; the message names it."""
+
+
+def _lower(options) -> dict[str, str]:
+    return {str(key).lower(): str(value) for key, value in dict(options or {}).items()}
+
+
+def _addresses(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _convert(name: str, kind, text: str):
+    try:
+        if kind is bool:
+            if text.lower() in _TRUE:
+                return True
+            if text.lower() in _FALSE:
+                return False
+            raise ValueError
+        return kind(text)
+    except ValueError:
+        raise OptionError(f"option {name}: expected {kind.__name__}, got {text!r}") from None
+
+
+def client_config(options: dict[str, str], **defaults) -> Config:
+    """A client Config from the options that name its fields (over ``defaults``)."""
+    values = dict(defaults)
+    for name, field in _CONFIG_FIELDS.items():
+        if name in options:
+            values[name] = _convert(name, field.type, options[name])
+    try:
+        return Config(**values)
+    except ConfigError as error:
+        raise OptionError(f"option {error}") from None
+
+
+def _number(options: dict, name: str, default, kind=float, minimum=0):
+    value = _convert(name, kind, options[name]) if name in options else default
+    if value < minimum:
+        raise OptionError(f"option {name} must be >= {minimum} (got {value})")
+    return value
+
+
+def _topic(options: dict) -> str:
+    topic = options.get("topic", "")
+    if not is_valid_topic_name(topic):
+        raise OptionError(f"option topic: {'missing' if not topic else f'invalid topic name {topic!r}'}")
+    return topic
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceOptions:
+    topic: str
+    channel: str
+    nsqd_tcp_addresses: tuple[str, ...]
+    lookupd_http_addresses: tuple[str, ...]
+    nsqd_http_addresses: tuple[str, ...]  # for "available now" and lag; found through lookupd otherwise
+    max_messages_per_batch: int
+    batch_wait: float  # seconds a batch may wait to fill once its first message is in
+    idle_timeout: float  # under availableNow: this long with nothing new means all was read
+    wal_path: str
+    drain_file: str
+    dedup_key: bool
+    config: Config
+
+    @classmethod
+    def parse(cls, raw) -> "SourceOptions":
+        options = _lower(raw)
+        channel = options.get("channel", "")
+        if not is_valid_channel_name(channel):
+            raise OptionError(f"option channel: {'missing' if not channel else f'invalid name {channel!r}'}")
+        nsqd = _addresses(options.get("nsqd_tcp_addresses", ""))
+        lookupd = _addresses(options.get("lookupd_http_addresses", ""))
+        if not nsqd and not lookupd:
+            raise OptionError("give nsqd_tcp_addresses or lookupd_http_addresses (comma-separated host:port)")
+        per_batch = _number(options, "max_messages_per_batch", 10000, int, minimum=1)
+        # held messages stay in flight until their batch commits, so room for
+        # two batches lets the next one fill while Spark writes this one
+        config = client_config(options, max_in_flight=2 * per_batch, max_attempts=0)
+        return cls(
+            topic=_topic(options), channel=channel, nsqd_tcp_addresses=nsqd, lookupd_http_addresses=lookupd,
+            nsqd_http_addresses=_addresses(options.get("nsqd_http_addresses", "")),
+            max_messages_per_batch=per_batch,
+            batch_wait=_number(options, "batch_wait", 0.5),
+            idle_timeout=_number(options, "idle_timeout", 2.0),
+            wal_path=options.get("walpath", ""), drain_file=options.get("drain_file", ""),
+            dedup_key=_convert("dedup_key", bool, options.get("dedup_key", "false")),
+            config=config,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class SinkOptions:
+    topic: str
+    nsqd_tcp_addresses: tuple[str, ...]
+    mpub_max_messages: int
+    mpub_max_bytes: int  # below nsqd's --max-body-size (5 MiB by default)
+    publish_timeout: float
+    dedup_key: bool
+    batch_id: int  # for a batch (not streaming) write with dedup_key
+    config: Config
+
+    @classmethod
+    def parse(cls, raw) -> "SinkOptions":
+        options = _lower(raw)
+        nsqd = _addresses(options.get("nsqd_tcp_addresses", ""))
+        if not nsqd:
+            raise OptionError("give nsqd_tcp_addresses (comma-separated host:port) to publish to")
+        return cls(
+            topic=_topic(options), nsqd_tcp_addresses=nsqd,
+            mpub_max_messages=_number(options, "mpub_max_messages", 500, int, minimum=1),
+            mpub_max_bytes=_number(options, "mpub_max_bytes", 4 << 20, int, minimum=1024),
+            publish_timeout=_number(options, "publish_timeout", 30.0),
+            dedup_key=_convert("dedup_key", bool, options.get("dedup_key", "false")),
+            batch_id=_number(options, "batch_id", 0, int),
+            config=client_config(options),
+        )

@@ -1,0 +1,201 @@
+"""Reading a topic's channel as a streaming DataFrame: the ``nsq`` source.
+
+A driver-side reader (PySpark's ``SimpleDataSourceStreamReader``): one
+consumer in Spark's driver-side reader process receives the messages,
+``read(start)`` cuts them into micro-batches as Arrow record batches, and
+every message stays in flight at nsqd until its batch has committed.
+
+When to FIN comes from the engine's order of calls (default micro-batch
+engine, not asynchronous progress tracking): ``read(end of batch N)`` is
+asked only once ``commits/N`` is durable in the checkpoint, so batch N is
+FINished there; ``commit(end)`` does the same for anything older, as a
+backstop. A driver that dies before that loses nothing: its connections
+close and nsqd redelivers (at-least-once).
+"""
+
+import logging
+import os
+
+import pyarrow as pa
+from pyspark.sql.datasource import SimpleDataSourceStreamReader
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+from pyspark.sql.types import (BinaryType, IntegerType, StringType, StructField, StructType,
+                               TimestampType)
+
+from .backlog import channel_backlog, nsqd_http_addresses
+from .dedupkey import split_key
+from .ledger import Batch, Ledger, offset, position
+from .options import SourceOptions
+from .wal import WriteAheadLog
+
+log = logging.getLogger("nsqpy.spark")
+
+_COLUMNS = [("id", StringType()), ("body", BinaryType()), ("timestamp", TimestampType()),
+            ("attempts", IntegerType()), ("topic", StringType()), ("nsqd_address", StringType())]
+
+
+def source_schema(dedup_key: bool) -> StructType:
+    """``id`` string, ``body`` binary, ``timestamp`` timestamp, ``attempts`` int,
+    ``topic`` string, ``nsqd_address`` string (and ``dedup_key`` string)."""
+    columns = _COLUMNS + [("dedup_key", StringType())] if dedup_key else _COLUMNS
+    return StructType([StructField(name, kind, nullable=True) for name, kind in columns])
+
+
+def to_record_batch(messages, topic: str, schema: StructType, dedup_key: bool) -> pa.RecordBatch:
+    """The messages as one Arrow record batch in the source's schema."""
+    bodies = [m.body for m in messages]
+    columns = [
+        pa.array([m.id.decode("ascii") for m in messages], pa.string()),
+        None,
+        pa.array([m.timestamp // 1000 for m in messages], pa.timestamp("us", tz="UTC")),
+        pa.array([m.attempts for m in messages], pa.int32()),
+        pa.array([topic] * len(messages), pa.string()),
+        pa.array([m.nsqd_address for m in messages], pa.string()),
+    ]
+    if dedup_key:
+        keys, bodies = zip(*(split_key(body) for body in bodies)) if bodies else ((), ())
+        columns.append(pa.array(keys, pa.string()))
+    columns[1] = pa.array(bodies, pa.binary())
+    return pa.RecordBatch.from_arrays(columns, schema=to_arrow_schema(schema, timezone="UTC"))
+
+
+class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Built twice by Spark: in the driver-side reader process, and cloudpickled
+    for executors (which only replay through ``readBetweenOffsets``). So
+    ``__init__`` keeps options only; the consumer starts on the first read."""
+
+    def __init__(self, options: SourceOptions):
+        self.options = options
+        self.schema = source_schema(options.dedup_key)
+        self._fetcher = None
+        self._ledger = Ledger()
+        self._wal = WriteAheadLog(options.wal_path) if options.wal_path else None
+        self._delivered: set[str] = set()  # ids already in a committed batch, found in the log on restart
+        self._available_now = False
+        self._left: int | None = None  # under availableNow: how many more messages to read
+        self._draining = False
+
+    # --- Spark's calls -------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        return offset(0)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Read what the channel holds now: its depth at nsqd (when nsqd's HTTP
+        address is known), and in any case stop once nothing new arrives for
+        ``idle_timeout`` seconds."""
+        self._available_now = True
+        options = self.options
+        addresses = options.nsqd_http_addresses or nsqd_http_addresses(options.lookupd_http_addresses,
+                                                                       options.topic)
+        if addresses:
+            self._left = channel_backlog(addresses, options.topic, options.channel)
+            log.info("nsq source: available now: %d messages in %s/%s", self._left, options.topic,
+                     options.channel)
+
+    def read(self, start: dict):
+        begin = position(start)
+        again = self._ledger.starting_at(begin)
+        if again is not None:
+            return iter([again.rows]), offset(again.end)
+        first_read = self._fetcher is None
+        if first_read:
+            from .fetcher import Fetcher
+
+            self._fetcher = Fetcher(self.options)
+            self._recover_log(begin)
+        self._settle(begin)
+        if self._draining or self._drain_requested():
+            return iter([]), start
+        messages = self._take()
+        if not messages:
+            return iter([]), start
+        end = begin + len(messages)
+        rows = to_record_batch(messages, self.options.topic, self.schema, self.options.dedup_key)
+        if self._wal is not None:
+            self._wal.write(begin, end, rows)
+        self._ledger.add(Batch(begin, end, messages, rows))
+        if self._left is not None:
+            self._left -= len(messages)
+        return iter([rows]), offset(end)
+
+    def readBetweenOffsets(self, start: dict, end: dict):
+        """Spark replaying a batch after a restart (possibly on an executor):
+        exact from the write-ahead log, otherwise empty (nsqd redelivers)."""
+        begin, finish = position(start), position(end)
+        if self._wal is None:
+            log.warning("nsq source: batch [%d, %d) replayed empty (no walPath); nsqd redelivers its "
+                        "messages in a later batch", begin, finish)
+            return iter([])
+        rows = self._wal.read_between(begin, finish)
+        if rows is None:
+            log.warning("nsq source: batch [%d, %d) is not in the write-ahead log at %s; replayed empty",
+                        begin, finish, self._wal.path)
+            return iter([])
+        return iter(rows)
+
+    def commit(self, end: dict) -> None:
+        if self._fetcher is not None:
+            self._settle(position(end))
+
+    def stop(self) -> None:
+        if self._fetcher is not None:
+            self._fetcher.close()
+            self._fetcher = None
+
+    # --- the bookkeeping ------------------------------------------------------------------
+
+    def _settle(self, committed: int) -> None:
+        """FIN every batch that ends at or before ``committed``; forget its log entry."""
+        self._fetcher.finish(self._ledger.release_through(committed))
+        if self._wal is not None:
+            self._wal.remove(keep=lambda start, end: end > committed)
+
+    def _recover_log(self, committed: int) -> None:
+        """After a restart: batches logged up to ``committed`` reached the sink
+        but may never have been FINished, so their redeliveries are dropped;
+        batches logged past it never committed, and nsqd redelivers them."""
+        if self._wal is None:
+            return
+        self._delivered = self._wal.ids_through(committed)
+        self._wal.remove(keep=lambda start, end: False)
+        if self._delivered:
+            log.info("nsq source: %d messages committed before a restart will be dropped if redelivered",
+                     len(self._delivered))
+
+    def _take(self) -> list:
+        options = self.options
+        limit = options.max_messages_per_batch
+        if self._left is not None:
+            limit = min(limit, self._left)
+            if limit <= 0:
+                return []
+        first_wait = options.idle_timeout if self._available_now else options.batch_wait
+        while True:
+            messages = self._fetcher.take(limit, first_wait, options.batch_wait)
+            if not self._delivered or not messages:
+                return messages
+            fresh, copies = [], []
+            for message in messages:
+                (copies if message.id.decode("ascii") in self._delivered else fresh).append(message)
+            if copies:
+                self._delivered.difference_update(m.id.decode("ascii") for m in copies)
+                self._fetcher.finish(copies)
+                if self._left is not None:
+                    self._left -= len(copies)
+                    limit = min(limit, self._left)
+            if fresh or limit <= 0:
+                return fresh
+
+    def _drain_requested(self) -> bool:
+        """A graceful stop asked through ``drain_file``: answer what is committed
+        (done by now), give back what is not in a batch, say so, read no more."""
+        drain_file = self.options.drain_file
+        if not drain_file or not os.path.exists(drain_file):
+            return False
+        self._draining = True
+        released = self._fetcher.release_arrived()
+        with open(drain_file + ".done", "w") as done:
+            done.write(f"released {released}\n")
+        return True
