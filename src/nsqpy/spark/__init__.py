@@ -25,8 +25,9 @@ class NSQDataSource(DataSource):
         return "nsq"
 
     def schema(self):
-        dedup_key = str(self.options.get("dedup_key", "false")).lower() in ("true", "1", "yes", "on")
-        return source_schema(dedup_key)
+        """Asked only when reading, so the source's options are checked here:
+        a mistake fails ``load()`` at once rather than the started query."""
+        return source_schema(SourceOptions.parse(self.options).dedup_key)
 
     def simpleStreamReader(self, schema):
         return NSQStreamReader(SourceOptions.parse(self.options))

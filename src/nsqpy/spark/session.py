@@ -1,7 +1,8 @@
 """A SparkSession with settings that keep one machine's runs light.
 
 The archive command, the tests and the benchmarks build their sessions here:
-UI off, few shuffle partitions, driver bound to 127.0.0.1 for local masters,
+UI off, few shuffle partitions, driver bound to 127.0.0.1 when the master is
+local or on loopback,
 and the Python workers running this interpreter (so they find nsqpy and
 PyArrow). Every setting can be overridden with ``conf``.
 """
@@ -30,7 +31,8 @@ def build_session(master: str = "local[*]", app_name: str = "nsqpy", conf: dict 
     from . import register
 
     settings = dict(LIGHT_DEFAULTS)
-    if master.startswith("local"):
+    if master.startswith("local") or "://127.0.0.1:" in master or "://localhost:" in master:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings.update(LOCAL_DEFAULTS)
     settings.update(conf or {})
     builder = SparkSession.builder.master(master).appName(app_name)

@@ -1,0 +1,87 @@
+"""DataFrames to topics: the nsq sink, batch and streaming, against a real nsqd."""
+
+import collections
+import socket
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from nsqpy.localcluster import nsqd_process
+from nsqpy.spark.archive import start_archive
+
+from .conftest import source_options
+
+pytestmark = pytest.mark.spark
+
+
+def _read_back(spark, nsqd, topic, tmp_path, **options):
+    """Everything on ``topic`` through the nsq source, archived and read back."""
+    out = tmp_path / "readback"
+    query = start_archive(spark, source_options(nsqd, topic, **options), str(out), str(tmp_path / "readback-ck"),
+                          available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return spark.read.parquet(str(out))
+
+
+def test_round_trip_dataframe_to_topic_to_dataframe(spark, spark_nsqd, topic, tmp_path):
+    bodies = [f"row {i} {'x' * (i % 50)}" for i in range(3000)]
+    frame = spark.createDataFrame([(b,) for b in bodies], "body string").repartition(3)
+    frame.write.format("nsq").option("topic", topic).option("nsqd_tcp_addresses", spark_nsqd.tcp_address) \
+        .option("mpub_max_messages", "200").mode("append").save()
+    rows = _read_back(spark, spark_nsqd, topic, tmp_path)
+    assert sorted(bytes(r.body).decode() for r in rows.select("body").collect()) == sorted(bodies)
+
+
+def test_dedup_key_marks_every_row_once(spark, spark_nsqd, topic, tmp_path):
+    frame = spark.createDataFrame([(bytes([i % 256]) * 3,) for i in range(1000)], "body binary").repartition(2)
+    frame.write.format("nsq").options(topic=topic, nsqd_tcp_addresses=spark_nsqd.tcp_address, dedup_key="true",
+                                      batch_id="7").mode("append").save()
+    rows = _read_back(spark, spark_nsqd, topic, tmp_path, dedup_key="true").collect()
+    keys = [r.dedup_key for r in rows]
+    assert len(keys) == 1000 and len(set(keys)) == 1000
+    assert {k.split(":")[0] for k in keys} == {"7"} and {k.split(":")[1] for k in keys} == {"0", "1"}
+    assert collections.Counter(bytes(r.body) for r in rows) == collections.Counter(
+        bytes([i % 256]) * 3 for i in range(1000))
+
+
+def test_a_body_column_is_required(spark, spark_nsqd, topic):
+    frame = spark.createDataFrame([(1,)], "value int")
+    with pytest.raises(Exception, match="publishes a column named body"):
+        frame.write.format("nsq").options(topic=topic, nsqd_tcp_addresses=spark_nsqd.tcp_address) \
+            .mode("append").save()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_nsqd_down_fails_the_batch_and_the_restarted_query_publishes_it(spark, topic, tmp_path):
+    """A streaming write while nsqd is down fails the micro-batch with the
+    reason; restarted from its checkpoint once nsqd is back, the same batch
+    is published."""
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    bodies = [f"event {i}" for i in range(2000)]
+    pq.write_table(pa.table({"body": bodies}), incoming / "part-0.parquet")
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+
+    def start():
+        return (spark.readStream.schema("body string").parquet(str(incoming)).writeStream.format("nsq")
+                .options(topic=topic, nsqd_tcp_addresses=address, publish_timeout="5")
+                .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+
+    query = start()
+    with pytest.raises(Exception, match=f"publishing to topic '{topic}' at nsqd {address} failed"):
+        query.awaitTermination(120)
+
+    with nsqd_process(str(tmp_path / "nsqd"), f"--tcp-address={address}") as nsqd:
+        query = start()
+        query.awaitTermination(120)
+        assert query.exception() is None
+        rows = _read_back(spark, nsqd, topic, tmp_path)
+        assert sorted(bytes(r.body).decode() for r in rows.select("body").collect()) == sorted(bodies)

@@ -1,0 +1,121 @@
+"""The nsq source in a real local Spark against a real nsqd."""
+
+import collections
+import time
+
+import pytest
+
+from nsqpy.spark.archive import start_archive, stop_gracefully
+
+from .conftest import archived_bodies, channel_stats, publish, source_options
+
+pytestmark = pytest.mark.spark
+
+
+def _bodies(topic: str, count: int) -> list[bytes]:
+    return [f"{topic}-{i:06d}".encode() for i in range(count)]
+
+
+def _wait_for_rows(query, rows: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while sum(p["numInputRows"] for p in query.recentProgress) < rows:
+        assert query.isActive, f"query ended: {query.exception()}"
+        assert time.monotonic() < deadline, "no progress in time"
+        time.sleep(0.1)
+
+
+def test_available_now_archives_every_message_once_and_acknowledges_it(spark, spark_nsqd, topic, tmp_path):
+    bodies = _bodies(topic, 5000)
+    publish(spark_nsqd, topic, bodies)
+    query = start_archive(spark, source_options(spark_nsqd, topic, max_messages_per_batch=1500),
+                          str(tmp_path / "out"), str(tmp_path / "checkpoint"), available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert sorted(archived_bodies(spark, tmp_path / "out")) == bodies
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [1500, 1500, 1500, 500]
+    stats = channel_stats(spark_nsqd, topic, "archive")
+    assert (stats["depth"], stats["in_flight_count"], stats["timeout_count"]) == (0, 0, 0)
+
+    rows = spark.read.parquet(str(tmp_path / "out"))
+    assert set(rows.columns) == {"id", "body", "timestamp", "attempts", "topic", "nsqd_address", "date", "hour"}
+    first = rows.orderBy("body").first()
+    assert (first.topic, first.attempts, first.nsqd_address) == (topic, 1, spark_nsqd.tcp_address)
+    assert len(first.id) == 16
+    # partitioned by the message's timestamp (UTC): date=YYYY-MM-DD/hour=HH
+    assert (str(first.date), first.hour) == (first.timestamp.strftime("%Y-%m-%d"), first.timestamp.hour)
+
+
+def test_a_batch_slower_than_the_message_timeout_is_kept_in_flight(spark, spark_nsqd, topic, tmp_path):
+    """nsqd's --msg-timeout is 3 s here; the first batch takes 7 s to write.
+    TOUCH keeps its messages ours: none times out, none comes twice."""
+    bodies = _bodies(topic, 300)
+    publish(spark_nsqd, topic, bodies)
+    out = str(tmp_path / "out")
+
+    def slow_write(batch, batch_id):
+        if batch_id == 0:
+            time.sleep(7)
+        batch.select("body").write.mode("append").parquet(out)
+
+    query = (spark.readStream.format("nsq").options(**source_options(spark_nsqd, topic, max_messages_per_batch=200))
+             .load().writeStream.foreachBatch(slow_write).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert sorted(archived_bodies(spark, out)) == bodies
+    stats = channel_stats(spark_nsqd, topic, "archive")
+    assert (stats["timeout_count"], stats["in_flight_count"], stats["depth"]) == (0, 0, 0)
+
+
+def test_graceful_stop_with_messages_in_flight_then_restart_loses_and_repeats_nothing(
+        spark, spark_nsqd, topic, tmp_path):
+    bodies = _bodies(topic, 4000)
+    publish(spark_nsqd, topic, bodies)
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    options = source_options(spark_nsqd, topic, max_messages_per_batch=400)
+    query = start_archive(spark, options, out, checkpoint, trigger="200 milliseconds")
+    _wait_for_rows(query, 400)
+    assert stop_gracefully(query, checkpoint)
+
+    archived = archived_bodies(spark, out)
+    stats = channel_stats(spark_nsqd, topic, "archive")
+    # everything archived is acknowledged and nothing else: the rest waits at nsqd
+    assert stats["in_flight_count"] == 0
+    assert 400 <= len(archived) < 4000 and stats["depth"] == 4000 - len(archived)
+
+    query = start_archive(spark, options, out, checkpoint, available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert sorted(archived_bodies(spark, out)) == bodies
+    assert channel_stats(spark_nsqd, topic, "archive")["depth"] == 0
+
+
+def test_abrupt_stop_with_a_write_ahead_log_replays_exactly(spark, spark_nsqd, topic, tmp_path):
+    """query.stop() mid-stream (no drain): nsqd gets back what was in flight;
+    the restart replays the logged batch and drops redeliveries of what the
+    sink already has, so the archive holds every message exactly once."""
+    bodies = _bodies(topic, 4000)
+    publish(spark_nsqd, topic, bodies)
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    options = source_options(spark_nsqd, topic, max_messages_per_batch=300, walPath=str(tmp_path / "wal"))
+    query = start_archive(spark, options, out, checkpoint, trigger="0 seconds")
+    _wait_for_rows(query, 900)
+    query.stop()
+
+    query = start_archive(spark, options, out, checkpoint, available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    archived = archived_bodies(spark, out)
+    duplicates = {body: n for body, n in collections.Counter(archived).items() if n > 1}
+    assert set(archived) == set(bodies)
+    assert not duplicates
+    assert channel_stats(spark_nsqd, topic, "archive")["in_flight_count"] == 0
+
+
+def test_bad_options_fail_load_with_one_clear_message(spark, spark_nsqd, topic):
+    reader = spark.readStream.format("nsq").option("topic", topic).option("nsqd_tcp_addresses",
+                                                                          spark_nsqd.tcp_address)
+    with pytest.raises(Exception, match="option channel: missing"):
+        reader.load()
+    with pytest.raises(Exception, match="max_messages_per_batch: expected int, got 'many'"):
+        reader.option("channel", "c").option("max_messages_per_batch", "many").load()
