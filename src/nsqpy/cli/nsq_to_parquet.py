@@ -77,15 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     args.output_dir = os.path.abspath(args.output_dir)
     args.checkpoint_dir = os.path.abspath(args.checkpoint_dir or os.path.join(args.output_dir, "_checkpoint"))
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-
     from ..spark.archive import StatusLine, start_archive, stop_gracefully
     from ..spark.session import build_session
 
     spark = build_session(args.master, f"nsq_to_parquet {args.topic}",
                           dict(setting.split("=", 1) for setting in args.conf))
+    # after the session: SparkContext installs a SIGINT handler that cancels
+    # every job at once, and a graceful stop lets the batch in progress commit
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     options = source_options(args)
     query = start_archive(spark, options, args.output_dir, args.checkpoint_dir,
                           trigger=args.trigger, available_now=args.available_now)
