@@ -1,11 +1,12 @@
 # Two entry points: `make run` and `make test`. Both build .venv from scratch
-# when it is missing, so a fresh clone needs nothing but python3.
+# when it is missing, so a fresh clone needs nothing but python3; `make test`
+# also installs Java 17 with apt-get when no Java 17+ is found (Spark runs on it).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DATA ?= .data
 
-.PHONY: run test bench clean
+.PHONY: run test bench java clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,14 +23,22 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	exec $(BIN)/nsqpy cluster --nsqd 1 --data-path $(DATA)
 
-test: $(VENV)/.installed-test
+java:
+	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then \
+	  echo "Spark needs Java 17 or newer: installing openjdk-17-jre-headless with apt-get"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq openjdk-17-jre-headless; \
+	fi
+
+test: $(VENV)/.installed-test java
 	$(BIN)/python -m pytest
 
-bench: $(VENV)/.installed-test
+bench: $(VENV)/.installed-test java
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/client_bench.py
 	$(BIN)/python bench/client_bench.py --compression
 	$(BIN)/python bench/durability_bench.py
+	$(BIN)/python bench/spark_bench.py
 
 clean:
 	rm -rf $(VENV) $(DATA) build src/*.egg-info
