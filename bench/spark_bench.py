@@ -70,12 +70,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=500000)
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--batch-sizes", default="10000,100000", help="comma-separated messages per batch")
     args = parser.parse_args()
     spark = build_session(args.master, "nsqpy-spark-bench")
     rows = []
     with tempfile.TemporaryDirectory() as data, nsqd_process(
             os.path.join(data, "nsqd"), "--mem-queue-size=10000000", "--max-rdy-count=200000") as nsqd:
-        for per_batch in (10000, 100000):
+        for per_batch in (int(size) for size in args.batch_sizes.split(",")):
             topic = f"bench_{per_batch}"
             fill(nsqd, topic, args.messages)
             result = archive(spark, nsqd, topic, per_batch, os.path.join(data, topic))

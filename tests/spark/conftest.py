@@ -6,6 +6,7 @@ other's messages or checkpoints.
 """
 
 import json
+import time
 import urllib.request
 
 import pytest
@@ -52,6 +53,19 @@ def channel_stats(nsqd, topic: str, channel: str) -> dict:
 def source_options(nsqd, topic: str, channel: str = "archive", **extra) -> dict:
     return {"topic": topic, "channel": channel, "nsqd_tcp_addresses": nsqd.tcp_address,
             "nsqd_http_addresses": nsqd.http_address, **{k: str(v) for k, v in extra.items()}}
+
+
+def wait_for_registration(lookupd, topic: str, nodes: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://{lookupd.http_address}/lookup?topic={topic}", timeout=5) as answer:
+                if len(json.load(answer)["producers"]) >= nodes:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{nodes} nsqd did not register {topic} with nsqlookupd in {timeout}s")
 
 
 def archived_bodies(spark, path) -> list[bytes]:

@@ -7,7 +7,7 @@ import pytest
 
 from nsqpy.spark.archive import start_archive, stop_gracefully
 
-from .conftest import archived_bodies, channel_stats, publish, source_options
+from .conftest import archived_bodies, channel_stats, publish, source_options, wait_for_registration
 
 pytestmark = pytest.mark.spark
 
@@ -119,3 +119,35 @@ def test_bad_options_fail_load_with_one_clear_message(spark, spark_nsqd, topic):
         reader.load()
     with pytest.raises(Exception, match="max_messages_per_batch: expected int, got 'many'"):
         reader.option("channel", "c").option("max_messages_per_batch", "many").load()
+
+
+def test_process_all_available_with_the_default_trigger(spark, spark_nsqd, topic):
+    publish(spark_nsqd, topic, _bodies(topic, 700))
+    query = (spark.readStream.format("nsq").options(**source_options(spark_nsqd, topic, max_messages_per_batch=250))
+             .load().writeStream.format("memory").queryName(topic).start())
+    try:
+        query.processAllAvailable()
+        assert spark.table(topic).count() == 700
+        publish(spark_nsqd, topic, _bodies(topic + "-more", 50))
+        query.processAllAvailable()
+        assert spark.table(topic).count() == 750
+    finally:
+        query.stop()
+
+
+def test_nodes_found_through_nsqlookupd(spark, start_lookupd, start_nsqd, topic, tmp_path):
+    """Two nsqd registered with nsqlookupd: the source finds both (and their
+    HTTP addresses, for what "available now" means) from the lookupd alone."""
+    lookupd = start_lookupd()
+    nodes = [start_nsqd(f"--lookupd-tcp-address={lookupd.tcp_address}") for _ in range(2)]
+    for i, node in enumerate(nodes):
+        publish(node, topic, [f"node{i}-{n}".encode() for n in range(400)])
+    wait_for_registration(lookupd, topic, 2)
+    options = {"topic": topic, "channel": "archive", "lookupd_http_addresses": lookupd.http_address}
+    query = start_archive(spark, options, str(tmp_path / "out"), str(tmp_path / "ck"), available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    archived = archived_bodies(spark, tmp_path / "out")
+    assert sorted(archived) == sorted(f"node{i}-{n}".encode() for i in range(2) for n in range(400))
+    addresses = {r.nsqd_address for r in spark.read.parquet(str(tmp_path / "out")).select("nsqd_address").collect()}
+    assert addresses == {node.tcp_address for node in nodes}
