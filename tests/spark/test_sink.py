@@ -85,3 +85,11 @@ def test_nsqd_down_fails_the_batch_and_the_restarted_query_publishes_it(spark, t
         assert query.exception() is None
         rows = _read_back(spark, nsqd, topic, tmp_path)
         assert sorted(bytes(r.body).decode() for r in rows.select("body").collect()) == sorted(bodies)
+
+
+def test_a_refused_publish_names_nsqd_and_its_error(spark, spark_nsqd, topic):
+    frame = spark.createDataFrame([(b"x" * (2 << 20),)], "body binary")  # over nsqd's --max-msg-size
+    with pytest.raises(Exception, match=f"publishing to topic '{topic}' at nsqd .* failed after 0 messages: "
+                                        "E_BAD_MESSAGE"):
+        frame.write.format("nsq").options(topic=topic, nsqd_tcp_addresses=spark_nsqd.tcp_address) \
+            .mode("append").save()

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from nsqpy.spark.archive import start_archive, stop_gracefully
+from nsqpy.spark.archive import drain_file, start_archive, stop_gracefully
 
 from .conftest import archived_bodies, channel_stats, publish, source_options, wait_for_registration
 
@@ -75,7 +75,7 @@ def test_graceful_stop_with_messages_in_flight_then_restart_loses_and_repeats_no
     options = source_options(spark_nsqd, topic, max_messages_per_batch=400)
     query = start_archive(spark, options, out, checkpoint, trigger="200 milliseconds")
     _wait_for_rows(query, 400)
-    assert stop_gracefully(query, checkpoint)
+    assert stop_gracefully(query, drain_file(checkpoint))
 
     archived = archived_bodies(spark, out)
     stats = channel_stats(spark_nsqd, topic, "archive")

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     args.output_dir = os.path.abspath(args.output_dir)
     args.checkpoint_dir = os.path.abspath(args.checkpoint_dir or os.path.join(args.output_dir, "_checkpoint"))
-    from ..spark.archive import StatusLine, start_archive, stop_gracefully
+    from ..spark.archive import StatusLine, drain_file, start_archive, stop_gracefully
     from ..spark.session import build_session
 
     spark = build_session(args.master, f"nsq_to_parquet {args.topic}",
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(status.render(query), flush=True)
         if stop.is_set() and query.isActive:
             print("nsq_to_parquet: stopping after the batch in progress", flush=True)
-            if not stop_gracefully(query, args.checkpoint_dir):
+            if not stop_gracefully(query, drain_file(args.checkpoint_dir)):
                 print("nsq_to_parquet: the source did not confirm the drain; nsqd redelivers what it holds",
                       file=sys.stderr, flush=True)
         error = query.exception()

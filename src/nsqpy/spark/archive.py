@@ -48,12 +48,12 @@ def start_archive(spark, source_options: dict, output_dir: str, checkpoint_dir: 
     return writer.start()
 
 
-def stop_gracefully(query, checkpoint_dir: str, timeout: float = 60.0) -> bool:
-    """Ask the source to drain, wait until it has (the batch running now
+def stop_gracefully(query, drain: str, timeout: float = 60.0) -> bool:
+    """Stop a query reading the ``nsq`` source with ``drain_file=<drain>``:
+    ask the source to drain, wait until it has (the batch running now
     commits first), then stop the query. False when the source did not
     confirm in time: the query is stopped anyway, and what was not FINished
     is redelivered by nsqd."""
-    drain = drain_file(checkpoint_dir)
     with open(drain, "w") as marker:
         marker.write("stop\n")
     deadline = time.monotonic() + timeout

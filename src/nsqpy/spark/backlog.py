@@ -41,8 +41,8 @@ def nsqd_http_addresses(lookupd_addresses, topic: str) -> list[str]:
 
 
 def channel_backlog(http_addresses, topic: str, channel: str) -> int:
-    """Messages waiting for ``channel`` (queued and deferred, not in flight) summed
-    over the nodes; a node that does not answer counts as empty."""
+    """Messages ready for ``channel`` (queued: neither deferred nor in flight)
+    summed over the nodes; a node that does not answer counts as empty."""
     total = 0
     for address in http_addresses:
         query = urllib.parse.urlencode({"format": "json", "topic": topic, "include_clients": "false",
@@ -54,7 +54,7 @@ def channel_backlog(http_addresses, topic: str, channel: str) -> int:
         for entry in topics:
             channels = {c["channel_name"]: c for c in entry.get("channels") or []}
             if channel in channels:
-                total += channels[channel]["depth"] + channels[channel].get("deferred_count", 0)
+                total += channels[channel]["depth"]
             elif not channels:
                 total += entry["depth"]
     return total

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from ..client.errors import NSQError
+from ..client.errors import NSQError, ProtocolError
 from ..client.producer import Producer
 from .dedupkey import with_key
 from .options import OptionError, SinkOptions
@@ -66,7 +66,7 @@ async def publish_all(options: SinkOptions, address: str, bodies) -> int:
                     pending.add(asyncio.create_task(_mpub(producer, options.topic, chunk)))
                 for task in pending:
                     sent += await task
-        except (NSQError, OSError, TimeoutError) as error:
+        except (NSQError, ProtocolError, OSError, TimeoutError) as error:
             for task in pending:
                 task.cancel()
             reason = str(error) or f"no answer in {options.publish_timeout}s"
