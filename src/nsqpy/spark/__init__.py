@@ -10,11 +10,19 @@ newer, whose Python data source API has admission control and
 ``Trigger.AvailableNow``, and PyArrow.
 """
 
-from pyspark.sql.datasource import DataSource
+import pyspark
 
-from .options import OptionError, SinkOptions, SourceOptions
-from .sink import NSQStreamWriter, NSQWriter, PublishError
-from .source import NSQStreamReader, source_schema
+_MAJOR, _MINOR = (int(part) for part in pyspark.__version__.split(".")[:2])
+if (_MAJOR, _MINOR) < (4, 2):
+    # earlier versions run a single batch under availableNow and never commit it
+    raise ImportError(f"nsqpy.spark needs PySpark 4.2 or newer (found {pyspark.__version__}): "
+                      "pip install 'nsqpy[spark]'")
+
+from pyspark.sql.datasource import DataSource  # noqa: E402 - after the version check
+
+from .options import OptionError, SinkOptions, SourceOptions  # noqa: E402
+from .sink import NSQStreamWriter, NSQWriter, PublishError  # noqa: E402
+from .source import NSQStreamReader, source_schema  # noqa: E402
 
 
 class NSQDataSource(DataSource):

@@ -54,10 +54,6 @@ class Fetcher:
         message.disable_auto_response()
         self.arrived.append(message)
 
-    @property
-    def connected(self) -> bool:
-        return bool(self._consumer and self._consumer.connections)
-
     def _saturated(self) -> bool:
         """nsqd sends nothing more until something is answered: every
         connection holds as many messages as its RDY allows."""

@@ -60,10 +60,3 @@ class Ledger:
         done = [batch for batch in self._batches if batch.end <= committed]
         self._batches = [batch for batch in self._batches if batch.end > committed]
         return [message for batch in done for message in batch.messages]
-
-    def held(self) -> list:
-        """Every message handed to Spark and not yet committed (to TOUCH)."""
-        return [message for batch in self._batches for message in batch.messages]
-
-    def held_count(self) -> int:
-        return sum(len(batch.messages) for batch in self._batches)
