@@ -108,3 +108,15 @@ def test_sink_options_need_an_nsqd():
     assert options.dedup_key and options.mpub_max_messages == 500
     with pytest.raises(OptionError, match="nsqd_tcp_addresses"):
         SinkOptions.parse({"topic": "t"})
+
+
+def test_a_failed_query_is_told_in_one_line():
+    from nsqpy.spark.archive import failure_reason
+
+    wrapped = ("[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform "
+               "latestOffset: Traceback (most recent call last):\n  File \"source.py\", line 90, in read\n"
+               "nsqpy.client.errors.ConnectionClosedError: cannot connect to nsqd at 127.0.0.1:1: refused\n"
+               "\tat org.apache.spark.sql.execution.datasources.v2.python...\n")
+    assert failure_reason(Exception(wrapped)) == \
+        "ConnectionClosedError: cannot connect to nsqd at 127.0.0.1:1: refused"
+    assert failure_reason(Exception("Query terminated\nsecond line")) == "Query terminated"

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     args.output_dir = os.path.abspath(args.output_dir)
     args.checkpoint_dir = os.path.abspath(args.checkpoint_dir or os.path.join(args.output_dir, "_checkpoint"))
-    from ..spark.archive import StatusLine, drain_file, start_archive, stop_gracefully
+    from ..spark.archive import StatusLine, drain_file, failure_reason, start_archive, stop_gracefully
     from ..spark.session import build_session
 
     spark = build_session(args.master, f"nsq_to_parquet {args.topic}",
@@ -106,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         error = query.exception()
         print(status.render(query), flush=True)
         if error is not None:
-            print(f"nsq_to_parquet: the query failed: {error.desc if hasattr(error, 'desc') else error}",
-                  file=sys.stderr, flush=True)
+            print(f"nsq_to_parquet: the query failed: {failure_reason(error)}", file=sys.stderr, flush=True)
             return 1
         print("nsq_to_parquet: stopped", flush=True)
         return 0

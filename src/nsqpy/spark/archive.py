@@ -12,6 +12,7 @@ reads no more; then the query stops.
 """
 
 import os
+import re
 import time
 from dataclasses import dataclass
 
@@ -65,6 +66,20 @@ def stop_gracefully(query, drain: str, timeout: float = 60.0) -> bool:
         time.sleep(0.1)
     query.stop()
     return drained or not query.isActive
+
+
+_PYTHON_ERROR = re.compile(r"^(?:\w+\.)*(\w+(?:Error|Exception)): (.*)$", re.MULTILINE)
+
+
+def failure_reason(error) -> str:
+    """One line for a failed query: the innermost Python error Spark wrapped
+    (``ConnectionClosedError: cannot connect to nsqd at ...``), else Spark's
+    first line."""
+    text = getattr(error, "desc", None) or str(error)
+    found = [match for match in _PYTHON_ERROR.finditer(text) if "Traceback" not in match.group(2)]
+    if found:
+        return f"{found[-1].group(1)}: {found[-1].group(2)}"
+    return text.strip().splitlines()[0] if text.strip() else repr(error)
 
 
 @dataclass
