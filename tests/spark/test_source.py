@@ -151,3 +151,45 @@ def test_nodes_found_through_nsqlookupd(spark, start_lookupd, start_nsqd, topic,
     assert sorted(archived) == sorted(f"node{i}-{n}".encode() for i in range(2) for n in range(400))
     addresses = {r.nsqd_address for r in spark.read.parquet(str(tmp_path / "out")).select("nsqd_address").collect()}
     assert addresses == {node.tcp_address for node in nodes}
+
+
+@pytest.mark.parametrize("wal", [True, False], ids=["write-ahead-log", "no-log"])
+def test_a_batch_that_failed_is_replayed_on_restart(spark, spark_nsqd, topic, tmp_path, wal):
+    """Batch 1 fails in the sink after Spark logged its offsets. The restart
+    replays it: with the log, the very same messages, and their redeliveries
+    are dropped; without it, an empty batch, and nsqd's redeliveries come in
+    later batches. Either way every message lands exactly once."""
+    bodies = _bodies(topic, 900)
+    publish(spark_nsqd, topic, bodies)
+    options = source_options(spark_nsqd, topic, max_messages_per_batch=300)
+    if wal:
+        options["walPath"] = str(tmp_path / "wal")
+    seen: dict[int, list] = {}
+
+    def run(sink):
+        query = (spark.readStream.format("nsq").options(**options).load().writeStream.foreachBatch(sink)
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        try:
+            query.awaitTermination(120)
+        except Exception:  # the failure is asserted through query.exception()
+            pass
+        return query
+
+    def failing_sink(batch, batch_id):
+        if batch_id == 1:
+            seen["failed"] = sorted(r.id for r in batch.select("id").collect())
+            raise RuntimeError("sink down")
+        batch.select("id", "body").write.mode("append").parquet(str(tmp_path / f"out/batch={batch_id}"))
+
+    assert "sink down" in str(run(failing_sink).exception())
+    assert len(seen["failed"]) == 300
+
+    def sink(batch, batch_id):
+        seen.setdefault(batch_id, sorted(r.id for r in batch.select("id").collect()))
+        batch.select("id", "body").write.mode("append").parquet(str(tmp_path / f"out/batch={batch_id}"))
+
+    assert run(sink).exception() is None
+    assert seen[1] == (seen["failed"] if wal else [])
+    assert sorted(archived_bodies(spark, tmp_path / "out")) == bodies
+    stats = channel_stats(spark_nsqd, topic, "archive")
+    assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
