@@ -93,3 +93,23 @@ def test_a_refused_publish_names_nsqd_and_its_error(spark, spark_nsqd, topic):
                                         "E_BAD_MESSAGE"):
         frame.write.format("nsq").options(topic=topic, nsqd_tcp_addresses=spark_nsqd.tcp_address) \
             .mode("append").save()
+
+
+def test_streaming_dedup_keys_carry_the_micro_batch_id(spark, spark_nsqd, topic, tmp_path):
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    for part in range(2):
+        pq.write_table(pa.table({"body": [f"file {part} row {i}" for i in range(100)]}),
+                       incoming / f"part-{part}.parquet")
+    query = (spark.readStream.schema("body string").option("maxFilesPerTrigger", 1).parquet(str(incoming))
+             .writeStream.format("nsq").options(topic=topic, nsqd_tcp_addresses=spark_nsqd.tcp_address,
+                                                dedup_key="true")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    rows = _read_back(spark, spark_nsqd, topic, tmp_path, dedup_key="true").collect()
+    batch_of = {bytes(r.body).decode(): r.dedup_key.split(":")[0] for r in rows}
+    assert len(batch_of) == 200
+    # one file per micro-batch: each file's rows carry the id of the batch that published them
+    assert {batch_of[f"file {part} row {i}"] for part in range(2) for i in range(100)} == {"0", "1"}
+    assert len({batch_of[f"file 0 row {i}"] for i in range(100)}) == 1
