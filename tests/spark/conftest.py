@@ -6,6 +6,7 @@ other's messages or checkpoints.
 """
 
 import json
+import socket
 import time
 import urllib.request
 
@@ -53,6 +54,13 @@ def channel_stats(nsqd, topic: str, channel: str) -> dict:
 def source_options(nsqd, topic: str, channel: str = "archive", **extra) -> dict:
     return {"topic": topic, "channel": channel, "nsqd_tcp_addresses": nsqd.tcp_address,
             "nsqd_http_addresses": nsqd.http_address, **{k: str(v) for k, v in extra.items()}}
+
+
+def free_port() -> int:
+    """A loopback port for a daemon that must come back on the same address."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def wait_for_registration(lookupd, topic: str, nodes: int, timeout: float = 10.0) -> None:

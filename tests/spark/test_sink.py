@@ -1,7 +1,6 @@
 """DataFrames to topics: the nsq sink, batch and streaming, against a real nsqd."""
 
 import collections
-import socket
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -10,7 +9,7 @@ import pytest
 from nsqpy.localcluster import nsqd_process
 from nsqpy.spark.archive import start_archive
 
-from .conftest import source_options
+from .conftest import free_port, source_options
 
 pytestmark = pytest.mark.spark
 
@@ -53,12 +52,6 @@ def test_a_body_column_is_required(spark, spark_nsqd, topic):
             .mode("append").save()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_nsqd_down_fails_the_batch_and_the_restarted_query_publishes_it(spark, topic, tmp_path):
     """A streaming write while nsqd is down fails the micro-batch with the
     reason; restarted from its checkpoint once nsqd is back, the same batch
@@ -67,7 +60,7 @@ def test_nsqd_down_fails_the_batch_and_the_restarted_query_publishes_it(spark, t
     incoming.mkdir()
     bodies = [f"event {i}" for i in range(2000)]
     pq.write_table(pa.table({"body": bodies}), incoming / "part-0.parquet")
-    port = _free_port()
+    port = free_port()
     address = f"127.0.0.1:{port}"
 
     def start():

@@ -34,6 +34,12 @@ class Message:
         return self._responded
 
     @property
+    def can_respond(self) -> bool:
+        """False once answered, or once the connection it came on has closed:
+        nsqd then redelivers it, to this consumer or another, whatever is sent."""
+        return not self._responded and not self._conn.closed
+
+    @property
     def auto_response(self) -> bool:
         return self._auto
 

@@ -73,14 +73,18 @@ class Fetcher:
         deadline = time.monotonic() + batch_wait
         while len(arrived) < limit and time.monotonic() < deadline and not self._saturated():
             time.sleep(_POLL)
-        batch = [arrived.popleft() for _ in range(min(limit, len(arrived)))]
+        popped = [arrived.popleft() for _ in range(min(limit, len(arrived)))]
+        # what came on a connection that has closed since is redelivered: take the copy instead
+        batch = [message for message in popped if message.can_respond]
         self._loop.call_soon_threadsafe(self._taken.update, ((m.id, m) for m in batch))
         return batch
 
-    def finish(self, messages) -> None:
-        """FIN, and wait until the FINs are written to the sockets."""
-        if messages:
-            self._call(self._answer(messages, requeue=False), _ANSWER_TIMEOUT)
+    def finish(self, messages) -> list:
+        """FIN, and wait until the FINs are written to the sockets. Returns the
+        messages whose connection closed first: nsqd will deliver them again."""
+        if not messages:
+            return []
+        return self._call(self._answer(messages, requeue=False), _ANSWER_TIMEOUT)
 
     def requeue(self, messages) -> None:
         """REQ without delay or backoff: back to nsqd for another consumer or a later batch."""
@@ -99,16 +103,20 @@ class Fetcher:
         self.requeue(released)
         return len(released)
 
-    async def _answer(self, messages, requeue: bool) -> None:
+    async def _answer(self, messages, requeue: bool) -> list:
         taken = self._taken
+        orphans = []
         for message in messages:
             taken.pop(message.id, None)
-            if requeue:
+            if not message.can_respond:
+                orphans.append(message)
+            elif requeue:
                 message.requeue(0, backoff=False)
             else:
                 message.finish()
         await asyncio.sleep(0)  # the connections flush on the next turn of the loop
         await asyncio.sleep(0)
+        return orphans
 
     def _touch_interval(self) -> float:
         """A third of the shortest message timeout nsqd granted (ms in IDENTIFY's answer)."""

@@ -71,7 +71,9 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         self._fetcher = None
         self._ledger = Ledger()
         self._wal = WriteAheadLog(options.wal_path) if options.wal_path else None
-        self._delivered: set[str] = set()  # ids already in a committed batch, found in the log on restart
+        # ids of messages in committed batches that could not be FINished (their
+        # connection closed, or the driver restarted): their redeliveries are dropped
+        self._delivered: set[str] = set()
         self._available_now = False
         self._left: int | None = None  # under availableNow: how many more messages to read
         self._draining = False
@@ -147,8 +149,14 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
     # --- the bookkeeping ------------------------------------------------------------------
 
     def _settle(self, committed: int) -> None:
-        """FIN every batch that ends at or before ``committed``; forget its log entry."""
-        self._fetcher.finish(self._ledger.release_through(committed))
+        """FIN every batch that ends at or before ``committed``; forget its log
+        entry. A message whose connection closed meanwhile cannot be FINished:
+        nsqd delivers it again, and that copy is dropped."""
+        orphans = self._fetcher.finish(self._ledger.release_through(committed))
+        if orphans:
+            self._delivered.update(m.id.decode("ascii") for m in orphans)
+            log.info("nsq source: %d archived messages lost their connection before FIN; their "
+                     "redeliveries will be dropped", len(orphans))
         if self._wal is not None:
             self._wal.remove(keep=lambda start, end: end > committed)
 
