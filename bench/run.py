@@ -58,8 +58,8 @@ def main() -> None:
         finally:
             daemon.stop()
     print()
-    print(f"| run | msgs/s | MB/s | nsqd CPU (cores) |")
-    print(f"|---|---:|---:|---:|")
+    print("| run | msgs/s | MB/s | nsqd CPU (cores) |")
+    print("|---|---:|---:|---:|")
     for label, r in rows:
         print(f"| {label} | {r['rate']:,.0f} | {r['mb']:.1f} | {r['nsqd_cores']:.2f} |")
 

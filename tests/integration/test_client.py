@@ -6,8 +6,7 @@ import time
 import pytest
 
 from nsqpy.client import Config, ConfigError, ConnectionClosedError, Consumer, Producer, ProtocolError, SyncProducer
-from nsqpy.localcluster import nsqd_process
-from tests.support.wire import http, http_json, wait_until
+from tests.support.wire import http_json, wait_until
 
 FAST = dict(lookupd_poll_interval=1, rdy_redistribute_interval=0.1, low_rdy_idle_timeout=1, low_rdy_timeout=1)
 

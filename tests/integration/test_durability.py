@@ -2,7 +2,6 @@
 segments, a data directory written by NSQ's own nsqd."""
 
 import json
-import os
 import shutil
 import struct
 import subprocess

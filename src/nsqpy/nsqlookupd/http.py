@@ -3,8 +3,7 @@
 
 from aiohttp import web
 
-from ..httpapi import (HttpError, empty_response, json_response, new_app, serve, text_response,
-                       topic_and_channel_params, topic_param)
+from ..httpapi import (HttpError, empty_response, json_response, new_app, serve, topic_and_channel_params, topic_param)
 from ..protocol import NSQ_VERSION
 
 
