@@ -45,11 +45,15 @@ def test_dedup_key_marks_every_row_once(spark, spark_nsqd, topic, tmp_path):
         bytes([i % 256]) * 3 for i in range(1000))
 
 
-def test_a_body_column_is_required(spark, spark_nsqd, topic):
-    frame = spark.createDataFrame([(1,)], "value int")
+def test_a_body_column_is_required_and_a_topic_is_only_appended_to(spark, spark_nsqd, topic):
+    writer = spark.createDataFrame([(1,)], "value int").write.format("nsq").options(
+        topic=topic, nsqd_tcp_addresses=spark_nsqd.tcp_address)
     with pytest.raises(Exception, match="publishes a column named body"):
-        frame.write.format("nsq").options(topic=topic, nsqd_tcp_addresses=spark_nsqd.tcp_address) \
-            .mode("append").save()
+        writer.mode("append").save()
+    writer = spark.createDataFrame([("x",)], "body string").write.format("nsq").options(
+        topic=topic, nsqd_tcp_addresses=spark_nsqd.tcp_address)
+    with pytest.raises(Exception, match=r"cannot overwrite one: use mode\('append'\)"):
+        writer.mode("overwrite").save()
 
 
 def test_nsqd_down_fails_the_batch_and_the_restarted_query_publishes_it(spark, topic, tmp_path):

@@ -41,10 +41,17 @@ class NSQDataSource(DataSource):
         return NSQStreamReader(SourceOptions.parse(self.options))
 
     def writer(self, schema, overwrite: bool):
+        _refuse_overwrite(overwrite)
         return NSQWriter(SinkOptions.parse(self.options), schema)
 
     def streamWriter(self, schema, overwrite: bool):
+        _refuse_overwrite(overwrite)
         return NSQStreamWriter(SinkOptions.parse(self.options), schema)
+
+
+def _refuse_overwrite(overwrite: bool) -> None:
+    if overwrite:
+        raise OptionError("publishing adds messages to a topic, it cannot overwrite one: use mode('append')")
 
 
 def register(spark) -> None:
