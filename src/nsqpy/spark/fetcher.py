@@ -34,6 +34,7 @@ class Fetcher:
         self._thread = threading.Thread(target=self._loop.run_forever, name="nsqpy-spark-source", daemon=True)
         self._thread.start()
         self._consumer: Consumer | None = None
+        self._toucher: asyncio.Task | None = None
         try:
             self._call(self._start(), _CONNECT_TIMEOUT)
         except BaseException:
@@ -48,7 +49,7 @@ class Fetcher:
         self._consumer = Consumer(options.topic, options.channel, self._arrive, config=options.config)
         await self._consumer.connect_to_nsqds(options.nsqd_tcp_addresses)
         await self._consumer.connect_to_nsqlookupds(options.lookupd_http_addresses)
-        self._loop.create_task(self._touch_loop())
+        self._toucher = self._loop.create_task(self._touch_loop())
 
     async def _arrive(self, message) -> None:
         message.disable_auto_response()
@@ -132,6 +133,8 @@ class Fetcher:
     def close(self) -> None:
         """Give back what is held (nsqd would requeue it anyway) and stop."""
         if self._consumer is not None and self._loop.is_running():
+            if self._toucher is not None:
+                self._loop.call_soon_threadsafe(self._toucher.cancel)
             try:
                 self._call(self._consumer.stop(timeout=1.0), _ANSWER_TIMEOUT)
             except Exception as error:  # closing is best effort: nsqd requeues on disconnect
