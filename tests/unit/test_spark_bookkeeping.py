@@ -120,3 +120,22 @@ def test_a_failed_query_is_told_in_one_line():
     assert failure_reason(Exception(wrapped)) == \
         "ConnectionClosedError: cannot connect to nsqd at 127.0.0.1:1: refused"
     assert failure_reason(Exception("Query terminated\nsecond line")) == "Query terminated"
+
+
+def test_archived_rows_are_counted_from_the_offsets():
+    """Progress reports are data; a report Spark no longer keeps loses nothing."""
+    from types import SimpleNamespace
+
+    from nsqpy.spark.archive import Progress
+
+    def report(batch, start, end):
+        return {"batchId": batch, "numInputRows": end - (start or 0),
+                "sources": [{"startOffset": "null" if start is None else f'{{"messages": {start}}}',
+                             "endOffset": f'{{"messages": {end}}}'}]}
+
+    progress = Progress()
+    progress.update(SimpleNamespace(recentProgress=[report(0, None, 300), report(1, 300, 600)]))
+    assert (progress.batches, progress.rows) == (2, 600)
+    # batches 2 and 3 fell out of Spark's history; the offsets still count their rows
+    progress.update(SimpleNamespace(recentProgress=[report(4, 1200, 1500)]))
+    assert (progress.batches, progress.rows) == (3, 1500)

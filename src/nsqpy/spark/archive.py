@@ -11,6 +11,7 @@ what is committed, gives back what it received but did not archive, and
 reads no more; then the query stops.
 """
 
+import json
 import os
 import re
 import time
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pyspark.sql import functions as F
 
 from .backlog import channel_backlog, nsqd_http_addresses
+from .ledger import position
 
 DRAIN_FILE = "nsq-drain"
 
@@ -82,21 +84,33 @@ def failure_reason(error) -> str:
     return text.strip().splitlines()[0] if text.strip() else repr(error)
 
 
+def _offset_position(value) -> int | None:
+    """The message count in a progress report's offset (a JSON string, a dict, or null)."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return position(value) if value else None
+
+
 @dataclass
 class Progress:
-    """Totals over the query's progress reports, for the status line."""
+    """What this run archived. Rows come from the source's offsets (they count
+    messages), so a progress report dropped from Spark's short history between
+    two status lines loses nothing."""
     batches: int = 0
     rows: int = 0
     last_batch: int = -1
-    started: float = 0.0
+    first_position: int | None = None
 
     def update(self, query) -> None:
         for report in query.recentProgress:
-            if report["batchId"] > self.last_batch:
-                self.last_batch = report["batchId"]
-                if report["numInputRows"]:
-                    self.batches += 1
-                    self.rows += report["numInputRows"]
+            if report["batchId"] <= self.last_batch or not report["numInputRows"]:
+                continue
+            self.last_batch = report["batchId"]
+            self.batches += 1
+            source = report["sources"][0]
+            if self.first_position is None:
+                self.first_position = _offset_position(source["startOffset"]) or 0
+            self.rows = _offset_position(source["endOffset"]) - self.first_position
 
 
 class StatusLine:
@@ -105,7 +119,7 @@ class StatusLine:
 
     def __init__(self, source_options: dict):
         self.options = source_options
-        self.progress = Progress(started=time.monotonic())
+        self.progress = Progress()
         self._last_rows = 0
         self._last_at = time.monotonic()
 
