@@ -25,6 +25,7 @@ from pyspark.sql.types import (BinaryType, IntegerType, StringType, StructField,
 
 from .backlog import channel_backlog, nsqd_http_addresses
 from .dedupkey import split_key
+from .fetcher import Fetcher
 from .ledger import Batch, Ledger, offset, position
 from .options import SourceOptions
 from .wal import WriteAheadLog
@@ -101,10 +102,7 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         again = self._ledger.starting_at(begin)
         if again is not None:
             return iter([again.rows]), offset(again.end)
-        first_read = self._fetcher is None
-        if first_read:
-            from .fetcher import Fetcher
-
+        if self._fetcher is None:
             self._fetcher = Fetcher(self.options)
             self._recover_log(begin)
         self._settle(begin)
