@@ -71,6 +71,36 @@ def test_publish_paths_and_consume(nsqd, topic):
     assert stats.connections == 1 and list(stats.ready_counts.values()) == [50]
 
 
+def test_finish_all_answers_a_held_batch_in_one_write(nsqd, topic):
+    """A batch processor holds messages (auto-response off) and FINs them together;
+    a message already answered is handed back instead of being FINed twice."""
+    async def main():
+        async with Producer(nsqd.tcp_address) as producer:
+            await producer.multi_publish(topic, [b"m%d" % i for i in range(500)])
+        held = []
+
+        async def hold(message):
+            message.disable_auto_response()
+            held.append(message)
+
+        consumer = Consumer(topic, "ch", hold, config=Config(max_in_flight=1000))
+        await consumer.connect_to_nsqd(nsqd.tcp_address)
+        async with asyncio.timeout(10):
+            while len(held) < 500:
+                await asyncio.sleep(0.01)
+        held[0].finish()
+        assert consumer.finish_all(held) == [held[0]]
+        await asyncio.sleep(0.2)
+        stats = consumer.stats()
+        await consumer.stop()
+        return stats
+
+    stats = run(main())
+    assert stats.messages_finished == 500
+    channel = channel_stats(nsqd, topic)
+    assert (channel["in_flight_count"], channel["depth"], channel["requeue_count"]) == (0, 0, 0)
+
+
 def test_publish_errors_are_raised_with_nsqs_code_and_pending_calls_fail(nsqd, topic):
     async def main():
         producer = Producer(nsqd.tcp_address)

@@ -182,3 +182,11 @@ def test_identify_special_values():
     assert (s.heartbeat_interval, s.output_buffer_size, s.output_buffer_timeout) == (0, 1, 0)
     s = negotiate(b'{"heartbeat_interval":0,"output_buffer_timeout":-1}', POLICY, ClientSettings())
     assert (s.heartbeat_interval, s.output_buffer_timeout) == (30000, 0)
+
+
+@given(st.lists(st.text(alphabet="0123456789abcdef", min_size=16, max_size=16).map(str.encode), max_size=50))
+def test_fin_many_is_the_fins_back_to_back_and_reads_back(ids):
+    wire = cmd.fin_many(ids)
+    assert wire == b"".join(cmd.fin(i) for i in ids)
+    reader = v2_reader(1 << 20, 5 << 20)
+    assert [c.params for c in reader.feed(wire)] == [[b"FIN", i] for i in ids]

@@ -118,6 +118,27 @@ class Consumer:
         self.max_in_flight = max(0, count)
         self._rebalance()
 
+    def finish_all(self, messages) -> list:
+        """FIN many messages with one write per connection (for batch
+        processors holding thousands; call it on the consumer's loop). Returns
+        the messages that could not be answered: already answered, or their
+        connection closed (nsqd delivers those again)."""
+        unanswerable = []
+        by_connection: dict[Connection, list[bytes]] = {}
+        for message in messages:
+            if not message.can_respond:
+                unanswerable.append(message)
+                continue
+            message._responded = True
+            by_connection.setdefault(message._conn, []).append(message.id)
+        for conn, ids in by_connection.items():
+            conn.send(commands.fin_many(ids))
+            conn.in_flight -= len(ids)
+            self._finished += len(ids)
+        if by_connection:
+            self._backoff_result(success=True)
+        return unanswerable
+
     def is_starved(self) -> bool:
         """True when some connection has nearly filled its RDY window: a batch
         processor should act on what it holds."""

@@ -263,6 +263,11 @@ def fin(message_id: bytes) -> bytes:
     return encode_command(b"FIN", message_id)
 
 
+def fin_many(message_ids) -> bytes:
+    """One FIN per id, back to back: what a batch consumer writes at once."""
+    return b"".join([b"FIN " + message_id + b"\n" for message_id in message_ids])
+
+
 def req(message_id: bytes, delay_ms: int) -> bytes:
     return encode_command(b"REQ", message_id, delay_ms)
 

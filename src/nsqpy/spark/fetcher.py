@@ -106,15 +106,14 @@ class Fetcher:
 
     async def _answer(self, messages, requeue: bool) -> list:
         taken = self._taken
-        orphans = []
         for message in messages:
             taken.pop(message.id, None)
-            if not message.can_respond:
-                orphans.append(message)
-            elif requeue:
+        if requeue:
+            orphans = [message for message in messages if not message.can_respond]
+            for message in messages:
                 message.requeue(0, backoff=False)
-            else:
-                message.finish()
+        else:
+            orphans = self._consumer.finish_all(messages)
         await asyncio.sleep(0)  # the connections flush on the next turn of the loop
         await asyncio.sleep(0)
         return orphans
