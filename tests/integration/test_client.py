@@ -15,6 +15,13 @@ def run(coroutine, timeout=30):
     return asyncio.run(asyncio.wait_for(coroutine, timeout))
 
 
+async def eventually(predicate, timeout: float = 10, interval: float = 0.02) -> None:
+    """Wait until ``predicate()`` is true; TimeoutError after ``timeout`` seconds."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(interval)
+
+
 def channel_stats(daemon, topic, channel="ch"):
     _, data = http_json("GET", f"{daemon.http_url}/stats?format=json&topic={topic}&channel={channel}")
     return data["topics"][0]["channels"][0] if data["topics"] else None
@@ -85,9 +92,7 @@ def test_finish_all_answers_a_held_batch_in_one_write(nsqd, topic):
 
         consumer = Consumer(topic, "ch", hold, config=Config(max_in_flight=1000))
         await consumer.connect_to_nsqd(nsqd.tcp_address)
-        async with asyncio.timeout(10):
-            while len(held) < 500:
-                await asyncio.sleep(0.01)
+        await eventually(lambda: len(held) >= 500)
         held[0].finish()
         assert consumer.finish_all(held) == [held[0]]
         await asyncio.sleep(0.2)
@@ -177,9 +182,7 @@ def test_max_attempts_gives_up_with_a_hook(nsqd, topic):
         config = Config(max_attempts=3, default_requeue_delay=0, max_backoff_duration=0)
         consumer = Consumer(topic, "ch", always_fails, config=config, on_give_up=given_up.append)
         await consumer.connect_to_nsqd(nsqd.tcp_address)
-        async with asyncio.timeout(10):
-            while not given_up:
-                await asyncio.sleep(0.02)
+        await eventually(lambda: given_up)
         await asyncio.sleep(0.2)
         await consumer.stop()
 
@@ -200,9 +203,7 @@ def test_touch_keeps_a_slow_message_alive(nsqd, topic):
             await producer.publish(topic, b"slow")
         consumer = Consumer(topic, "ch", slow, config=Config(msg_timeout=1))
         await consumer.connect_to_nsqd(nsqd.tcp_address)
-        async with asyncio.timeout(10):
-            while consumer.stats().messages_finished < 1:
-                await asyncio.sleep(0.05)
+        await eventually(lambda: consumer.stats().messages_finished >= 1)
         stats = consumer.stats()
         await consumer.stop()
         return stats
@@ -263,9 +264,7 @@ def test_reconnects_after_nsqd_restarts(start_nsqd, tmp_path, topic):
         await handler.wait_for(1)
         await asyncio.to_thread(first.stop)
         restarted = await asyncio.to_thread(start_nsqd, f"--tcp-address={address}")
-        async with asyncio.timeout(10):
-            while not consumer.connections:
-                await asyncio.sleep(0.05)
+        await eventually(lambda: consumer.connections)
         async with Producer(address) as producer:
             await producer.publish(topic, b"after")
         await handler.wait_for(2)
