@@ -92,6 +92,15 @@ def test_graceful_stop_with_messages_in_flight_then_restart_loses_and_repeats_no
     assert channel_stats(spark_nsqd, topic, "archive")["depth"] == 0
 
 
+def test_graceful_stop_says_when_the_source_never_confirmed(spark, spark_nsqd, topic, tmp_path):
+    """A query whose source was not given the drain file cannot confirm: it is
+    stopped anyway, and the caller is told."""
+    query = (spark.readStream.format("nsq").options(**source_options(spark_nsqd, topic)).load()
+             .writeStream.format("memory").queryName(topic).start())
+    assert stop_gracefully(query, str(tmp_path / "drain"), timeout=1) is False
+    assert not query.isActive
+
+
 def test_abrupt_stop_with_a_write_ahead_log_replays_exactly(spark, spark_nsqd, topic, tmp_path):
     """query.stop() mid-stream (no drain): nsqd gets back what was in flight;
     the restart replays the logged batch and drops redeliveries of what the

@@ -55,19 +55,17 @@ def stop_gracefully(query, drain: str, timeout: float = 60.0) -> bool:
     """Stop a query reading the ``nsq`` source with ``drain_file=<drain>``:
     ask the source to drain, wait until it has (the batch running now
     commits first), then stop the query. False when the source did not
-    confirm in time: the query is stopped anyway, and what was not FINished
-    is redelivered by nsqd."""
+    confirm in time (or the query failed): the query is stopped anyway, and
+    what was not FINished is redelivered by nsqd. A query that ended by
+    itself without error (availableNow) FINished its last batch already."""
     with open(drain, "w") as marker:
         marker.write("stop\n")
     deadline = time.monotonic() + timeout
-    drained = False
-    while query.isActive and time.monotonic() < deadline:
-        if os.path.exists(drain + ".done"):
-            drained = True
-            break
+    while query.isActive and time.monotonic() < deadline and not os.path.exists(drain + ".done"):
         time.sleep(0.1)
+    drained = os.path.exists(drain + ".done") or (not query.isActive and query.exception() is None)
     query.stop()
-    return drained or not query.isActive
+    return drained
 
 
 _PYTHON_ERROR = re.compile(r"^(?:\w+\.)*(\w+(?:Error|Exception)): (.*)$", re.MULTILINE)
