@@ -5,16 +5,12 @@ own topic (and its own temporary directories), so tests do not see each
 other's messages or checkpoints.
 """
 
-import json
-import socket
-import time
-import urllib.request
-
 import pytest
 
 from nsqpy.client.sync import SyncProducer
 from nsqpy.localcluster import nsqd_process
 from nsqpy.spark.session import build_session
+from tests.support.wire import http_json, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -41,13 +37,12 @@ def publish(nsqd, topic: str, bodies: list[bytes], chunk: int = 500) -> None:
 
 
 def channel_stats(nsqd, topic: str, channel: str) -> dict:
-    url = f"{nsqd.http_url}/stats?format=json&topic={topic}&channel={channel}&include_clients=false"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        topics = json.load(response)["topics"] or []
-    for entry in topics:
-        for stats in entry["channels"]:
-            if stats["channel_name"] == channel:
-                return stats
+    """The channel's entry in nsqd's /stats ({} while it does not exist)."""
+    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}&include_clients=false")
+    for entry in stats["topics"] or []:
+        for found in entry["channels"]:
+            if found["channel_name"] == channel:
+                return found
     return {}
 
 
@@ -56,24 +51,9 @@ def source_options(nsqd, topic: str, channel: str = "archive", **extra) -> dict:
             "nsqd_http_addresses": nsqd.http_address, **{k: str(v) for k, v in extra.items()}}
 
 
-def free_port() -> int:
-    """A loopback port for a daemon that must come back on the same address."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_registration(lookupd, topic: str, nodes: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://{lookupd.http_address}/lookup?topic={topic}", timeout=5) as answer:
-                if len(json.load(answer)["producers"]) >= nodes:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"{nodes} nsqd did not register {topic} with nsqlookupd in {timeout}s")
+def wait_for_registration(lookupd, topic: str, nodes: int) -> None:
+    wait_until(lambda: len((http_json("GET", f"{lookupd.http_url}/lookup?topic={topic}")[1] or {})
+                           .get("producers") or []) >= nodes, timeout=10)
 
 
 def archived_bodies(spark, path) -> list[bytes]:

@@ -1,15 +1,13 @@
 """``nsq_to_parquet`` as a real subprocess: Ctrl-C, and the driver killed mid-batch."""
 
 import collections
-import os
 import signal
-import subprocess
 import sys
-import time
 
 import pytest
 
 from nsqpy.spark.archive import start_archive
+from tests.support.processes import GroupProcess
 
 from .conftest import archived_bodies, channel_stats, publish, source_options
 
@@ -22,39 +20,9 @@ def _command(nsqd, topic, out, *extra):
             f"--output-dir={out}", "--master=local[2]", "--conf=spark.sql.shuffle.partitions=2", *extra]
 
 
-class Archiver:
-    """nsq_to_parquet in its own process group (its JVM and Python workers
-    with it), its output collected; killed at teardown whatever happens."""
-
-    def __init__(self, command):
-        self.lines: list[str] = []
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        start_new_session=True)
-
-    def wait_for_rows(self, rows: int, timeout: float = 90.0) -> None:
-        """Until a status line reports at least ``rows`` archived."""
-        deadline = time.monotonic() + timeout
-        os.set_blocking(self.process.stdout.fileno(), False)
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                assert self.process.poll() is None, "nsq_to_parquet exited:\n" + "".join(self.lines)
-                time.sleep(0.05)
-                continue
-            self.lines.append(line)
-            if line.startswith("batches ") and int(line.split("rows ")[1].split()[0]) >= rows:
-                return
-        raise AssertionError("nsq_to_parquet made no progress in time:\n" + "".join(self.lines))
-
-    def finish(self, timeout: float = 120.0) -> tuple[int, str]:
-        os.set_blocking(self.process.stdout.fileno(), True)
-        output, _ = self.process.communicate(timeout=timeout)
-        return self.process.returncode, "".join(self.lines) + output
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+def _rows_at_least(rows: int):
+    """A status line (``batches 3, rows 1200 (400/s), lag ...``) reporting ``rows`` or more."""
+    return lambda line: line.startswith("batches ") and int(line.split("rows ")[1].split()[0]) >= rows
 
 
 def _archive_the_rest(spark, nsqd, topic, out, wal: bool = False) -> None:
@@ -71,10 +39,11 @@ def _archive_the_rest(spark, nsqd, topic, out, wal: bool = False) -> None:
 
 @pytest.fixture
 def archiver():
-    started: list[Archiver] = []
+    """Start nsq_to_parquet processes; each is killed at teardown, whatever happens."""
+    started: list[GroupProcess] = []
 
     def start(command):
-        started.append(Archiver(command))
+        started.append(GroupProcess(command))
         return started[-1]
 
     yield start
@@ -88,11 +57,10 @@ def test_ctrl_c_acknowledges_what_is_archived_and_nothing_else(spark, spark_nsqd
     out = tmp_path / "out"
     running = archiver(_command(spark_nsqd, topic, out, "--trigger=300 milliseconds", "--status-every=0.2",
                                 "--max-messages-per-batch=500"))
-    running.wait_for_rows(500)
-    running.process.send_signal(signal.SIGINT)
-    code, output = running.finish()
-    assert code == 0, output
-    assert "nsq_to_parquet: stopped" in output
+    running.wait_for(_rows_at_least(500), timeout=90)
+    running.signal(signal.SIGINT)
+    assert running.wait(120) == 0, running.output
+    assert "nsq_to_parquet: stopped" in running.output
 
     archived = archived_bodies(spark, out)
     stats = channel_stats(spark_nsqd, topic, "nsq_to_parquet")
@@ -115,7 +83,7 @@ def test_driver_killed_mid_batch_loses_nothing(spark, spark_nsqd, topic, tmp_pat
     extra = ["--wal"] if wal else []
     running = archiver(_command(spark_nsqd, topic, out, "--trigger=0 seconds", "--status-every=0.1",
                                 "--max-messages-per-batch=400", *extra))
-    running.wait_for_rows(1200)
+    running.wait_for(_rows_at_least(1200), timeout=90)
     running.kill()
 
     _archive_the_rest(spark, spark_nsqd, topic, out, wal)

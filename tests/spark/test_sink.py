@@ -6,10 +6,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from nsqpy.localcluster import nsqd_process
 from nsqpy.spark.archive import start_archive
 
-from .conftest import free_port, source_options
+from .conftest import source_options
 
 pytestmark = pytest.mark.spark
 
@@ -56,7 +55,7 @@ def test_a_body_column_is_required_and_a_topic_is_only_appended_to(spark, spark_
         writer.mode("overwrite").save()
 
 
-def test_nsqd_down_fails_the_batch_and_the_restarted_query_publishes_it(spark, topic, tmp_path):
+def test_nsqd_down_fails_the_batch_and_the_restarted_query_publishes_it(spark, start_nsqd, topic, tmp_path):
     """A streaming write while nsqd is down fails the micro-batch with the
     reason; restarted from its checkpoint once nsqd is back, the same batch
     is published."""
@@ -64,8 +63,9 @@ def test_nsqd_down_fails_the_batch_and_the_restarted_query_publishes_it(spark, t
     incoming.mkdir()
     bodies = [f"event {i}" for i in range(2000)]
     pq.write_table(pa.table({"body": bodies}), incoming / "part-0.parquet")
-    port = free_port()
-    address = f"127.0.0.1:{port}"
+    gone = start_nsqd()  # only to have an address nothing listens on, then the same one back
+    address = gone.tcp_address
+    gone.stop()
 
     def start():
         return (spark.readStream.schema("body string").parquet(str(incoming)).writeStream.format("nsq")
@@ -76,12 +76,12 @@ def test_nsqd_down_fails_the_batch_and_the_restarted_query_publishes_it(spark, t
     with pytest.raises(Exception, match=f"publishing to topic '{topic}' at nsqd {address} failed"):
         query.awaitTermination(120)
 
-    with nsqd_process(str(tmp_path / "nsqd"), f"--tcp-address={address}") as nsqd:
-        query = start()
-        query.awaitTermination(120)
-        assert query.exception() is None
-        rows = _read_back(spark, nsqd, topic, tmp_path)
-        assert sorted(bytes(r.body).decode() for r in rows.select("body").collect()) == sorted(bodies)
+    nsqd = start_nsqd(f"--tcp-address={address}")
+    query = start()
+    query.awaitTermination(120)
+    assert query.exception() is None
+    rows = _read_back(spark, nsqd, topic, tmp_path)
+    assert sorted(bytes(r.body).decode() for r in rows.select("body").collect()) == sorted(bodies)
 
 
 def test_a_refused_publish_names_nsqd_and_its_error(spark, spark_nsqd, topic):

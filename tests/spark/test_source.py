@@ -7,9 +7,7 @@ import pytest
 
 from nsqpy.spark.archive import drain_file, start_archive, stop_gracefully
 
-from nsqpy.localcluster import nsqd_process
-
-from .conftest import archived_bodies, channel_stats, free_port, publish, source_options, wait_for_registration
+from .conftest import archived_bodies, channel_stats, publish, source_options, wait_for_registration
 
 pytestmark = pytest.mark.spark
 
@@ -206,27 +204,27 @@ def test_a_batch_that_failed_is_replayed_on_restart(spark, spark_nsqd, topic, tm
     assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
 
 
-def test_nsqd_restarting_mid_stream_loses_and_repeats_nothing(spark, topic, tmp_path):
+def test_nsqd_restarting_mid_stream_loses_and_repeats_nothing(spark, start_nsqd, topic, tmp_path):
     """nsqd stops (cleanly: it keeps what was in flight) and comes back while
     batches run. Messages of a batch whose connection closed before its FIN
     are redelivered by nsqd; the source drops those copies, and takes the copy
     of anything it had received but not yet batched."""
     bodies = _bodies(topic, 3000)
-    address = f"127.0.0.1:{free_port()}"
-    flags = (f"--tcp-address={address}", "--max-rdy-count=20000")
+    data = tmp_path / "nsqd"
     out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
-    (tmp_path / "nsqd").mkdir()
-    with nsqd_process(str(tmp_path / "nsqd"), *flags) as nsqd:
-        publish(nsqd, topic, bodies)
-        query = start_archive(spark, {"topic": topic, "channel": "archive", "nsqd_tcp_addresses": address,
-                                      "max_messages_per_batch": "300"}, out, checkpoint, trigger="100 milliseconds")
-        _wait_for_rows(query, 600)
-    with nsqd_process(str(tmp_path / "nsqd"), *flags) as nsqd:
-        deadline = time.monotonic() + 60
-        while channel_stats(nsqd, topic, "archive").get("depth", 1) or query.lastProgress["numInputRows"]:
-            assert query.isActive and time.monotonic() < deadline, f"not drained: {query.exception()}"
-            time.sleep(0.2)
-        assert stop_gracefully(query, drain_file(checkpoint))
-        assert channel_stats(nsqd, topic, "archive")["in_flight_count"] == 0
+    nsqd = start_nsqd("--max-rdy-count=20000", data_path=data)
+    address = nsqd.tcp_address
+    publish(nsqd, topic, bodies)
+    query = start_archive(spark, {"topic": topic, "channel": "archive", "nsqd_tcp_addresses": address,
+                                  "max_messages_per_batch": "300"}, out, checkpoint, trigger="100 milliseconds")
+    _wait_for_rows(query, 600)
+    nsqd.stop()
+    nsqd = start_nsqd(f"--tcp-address={address}", "--max-rdy-count=20000", data_path=data)
+    deadline = time.monotonic() + 60
+    while channel_stats(nsqd, topic, "archive").get("depth", 1) or query.lastProgress["numInputRows"]:
+        assert query.isActive and time.monotonic() < deadline, f"not drained: {query.exception()}"
+        time.sleep(0.2)
+    assert stop_gracefully(query, drain_file(checkpoint))
+    assert channel_stats(nsqd, topic, "archive")["in_flight_count"] == 0
     archived = archived_bodies(spark, out)
     assert sorted(archived) == bodies
