@@ -17,6 +17,6 @@ def split_key(body: bytes) -> tuple[str | None, bytes]:
     """``(key, body)``; the key is None when the body does not start with one."""
     head, newline, rest = body.partition(b"\n")
     parts = head.split(b":")
-    if newline and len(parts) == 3 and all(part.lstrip(b"-").isdigit() for part in parts):
+    if newline and len(parts) == 3 and all(part.isdigit() for part in parts):
         return head.decode("ascii"), rest
     return None, body

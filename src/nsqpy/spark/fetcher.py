@@ -94,10 +94,7 @@ class Fetcher:
 
     def release_arrived(self) -> int:
         """Give back everything received but not yet in a batch; stop receiving."""
-        async def pause():
-            self._consumer.change_max_in_flight(0)
-
-        self._call(pause(), _ANSWER_TIMEOUT)
+        self._loop.call_soon_threadsafe(self._consumer.change_max_in_flight, 0)  # before the REQs below
         released = []
         while self.arrived:
             released.append(self.arrived.popleft())
