@@ -4,6 +4,8 @@ requeue, deferral, ephemeral lifetimes, backlog and disk overflow."""
 import time
 from urllib.parse import quote
 
+import pytest
+
 from nsqpy.protocol import commands as cmd
 from tests.support.wire import WireConn, http, http_json, wait_until
 
@@ -178,26 +180,19 @@ def test_ephemeral_channel_goes_away_but_durable_topic_stays(shared_nsqd, topic)
     wait_until(channel_gone, timeout=3)
 
 
-def test_paused_channel_holds_messages_until_unpaused(shared_nsqd, topic):
+@pytest.mark.parametrize("target", ["channel", "topic"])
+def test_paused_topic_or_channel_holds_messages_until_unpaused(shared_nsqd, topic, target):
+    query = f"topic={topic}&channel=ch" if target == "channel" else f"topic={topic}"
     url = shared_nsqd.http_url
     with conn(shared_nsqd) as c:
         c.subscribe(topic, "ch", rdy=5)
-        assert http("POST", f"{url}/channel/pause?topic={topic}&channel=ch")[0] == 200
+        assert http("POST", f"{url}/{target}/pause?{query}")[0] == 200
         c.publish(topic, b"held")
         c.expect_nothing(0.3)
-        assert channel_stats(shared_nsqd, topic, "ch")["paused"] is True
-        assert http("POST", f"{url}/channel/unpause?topic={topic}&channel=ch")[0] == 200
-        assert c.message().body == b"held"
-
-
-def test_paused_topic_holds_messages_until_unpaused(shared_nsqd, topic):
-    url = shared_nsqd.http_url
-    with conn(shared_nsqd) as c:
-        c.subscribe(topic, "ch", rdy=5)
-        assert http("POST", f"{url}/topic/pause?topic={topic}")[0] == 200
-        c.publish(topic, b"held")
-        c.expect_nothing(0.3)
-        assert http("POST", f"{url}/topic/unpause?topic={topic}")[0] == 200
+        _, stats = http_json("GET", f"{url}/stats?format=json&topic={topic}")
+        paused = stats["topics"][0] if target == "topic" else stats["topics"][0]["channels"][0]
+        assert paused["paused"] is True
+        assert http("POST", f"{url}/{target}/unpause?{query}")[0] == 200
         assert c.message().body == b"held"
 
 

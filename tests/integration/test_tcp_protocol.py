@@ -120,18 +120,6 @@ def test_sub_with_heartbeats_disabled_is_invalid(shared_nsqd, topic):
         assert_fatal(c, "E_INVALID", "cannot SUB with heartbeats disabled")
 
 
-@pytest.mark.parametrize("line,text", [
-    (b"RDY -1\n", "RDY could not parse count -1"),
-    (b"RDY x\n", "RDY could not parse count x"),
-    (b"RDY 2501\n", "RDY count 2501 out of range 0-2500"),
-])
-def test_rdy_errors(shared_nsqd, topic, line, text):
-    with conn(shared_nsqd) as c:
-        c.subscribe(topic, "ch")
-        c.send(line)
-        assert_fatal(c, "E_INVALID", text)
-
-
 def test_rdy_before_sub_is_invalid(shared_nsqd):
     with conn(shared_nsqd) as c:
         c.send(cmd.rdy(1))
@@ -146,13 +134,16 @@ def test_in_flight_commands_before_sub_are_invalid(shared_nsqd, name):
 
 
 @pytest.mark.parametrize("line,text", [
+    (b"RDY -1\n", "RDY could not parse count -1"),
+    (b"RDY x\n", "RDY could not parse count x"),
+    (b"RDY 2501\n", "RDY count 2501 out of range 0-2500"),
     (b"FIN\n", "FIN insufficient number of params"),
     (b"FIN short\n", "invalid message ID"),
     (b"REQ 0123456789abcdef\n", "REQ insufficient number of params"),
     (b"REQ 0123456789abcdef -5\n", "REQ could not parse timeout -5"),
     (b"TOUCH\n", "TOUCH insufficient number of params"),
 ])
-def test_in_flight_command_param_errors_are_fatal(shared_nsqd, topic, line, text):
+def test_bad_params_of_a_subscriber_are_fatal(shared_nsqd, topic, line, text):
     with conn(shared_nsqd) as c:
         c.subscribe(topic, "ch")
         c.send(line)
