@@ -1,12 +1,13 @@
 # Two entry points: `make run` and `make test`. Both build .venv from scratch
 # when it is missing, so a fresh clone needs nothing but python3; `make test`
-# also installs Java 17 with apt-get when no Java 17+ is found (Spark runs on it).
+# also installs Java 17 with apt-get when no Java 17+ is found (Spark runs on it)
+# and Debian's chromium and chromium-driver when missing (nsqadmin's browser tests).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DATA ?= .data
 
-.PHONY: run test bench java clean
+.PHONY: run test bench java browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +31,14 @@ java:
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq openjdk-17-jre-headless; \
 	fi
 
-test: $(VENV)/.installed-test java
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  echo "nsqadmin's browser tests need chromium: installing chromium and chromium-driver with apt-get"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium chromium-driver; \
+	fi
+
+test: $(VENV)/.installed-test java browser
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-test java
