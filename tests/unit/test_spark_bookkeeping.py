@@ -3,7 +3,7 @@
 import pyarrow as pa
 import pytest
 
-from nsqpy.spark.dedupkey import split_key, with_key
+from nsqpy.protocol.dedupkey import split_key, with_key
 from nsqpy.spark.ledger import Batch, Ledger, offset, position
 from nsqpy.spark.options import OptionError, SinkOptions, SourceOptions
 from nsqpy.spark.wal import WriteAheadLog

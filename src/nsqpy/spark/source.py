@@ -24,7 +24,7 @@ from pyspark.sql.types import (BinaryType, IntegerType, StringType, StructField,
                                TimestampType)
 
 from .backlog import channel_backlog, nsqd_http_addresses
-from .dedupkey import split_key
+from ..protocol.dedupkey import split_key
 from .fetcher import Fetcher
 from .ledger import Batch, Ledger, offset, position
 from .options import SourceOptions
