@@ -3,10 +3,10 @@ and a blocking SyncProducer for scripts and Spark executors."""
 
 from .config import Config, ConfigError
 from .consumer import Consumer, ConsumerStats
-from .errors import ConnectionClosedError, NSQError, ProtocolError, StoppedError
+from .errors import ConnectionClosedError, NoNodeAvailableError, NSQError, ProtocolError, StoppedError
 from .message import Message
 from .producer import Producer
 from .sync import SyncProducer
 
 __all__ = ["Config", "ConfigError", "Consumer", "ConsumerStats", "ConnectionClosedError", "Message",
-           "NSQError", "Producer", "ProtocolError", "StoppedError", "SyncProducer"]
+           "NoNodeAvailableError", "NSQError", "Producer", "ProtocolError", "StoppedError", "SyncProducer"]

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 import aiohttp
 
 from ..protocol import commands
+from ..protocol.dedupkey import split_key
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from .backoff import backoff_duration
 from .config import Config
 from .conn import Connection
+from .dedup import DELIVER, DROP, DedupWindow
 from .discovery import lookup_producers
 from .errors import NSQError, StoppedError
 from .message import Message
@@ -41,16 +43,20 @@ class ConsumerStats:
     connections: int
     ready_counts: dict  # nsqd address -> the RDY last sent
     backoff_level: int
+    copies_dropped: int = 0  # with dedup: copies FINished unhandled
 
 
 class Consumer:
     def __init__(self, topic: str, channel: str, handler, *, config: Config | None = None,
-                 concurrency: int = 1, on_give_up=None):
+                 concurrency: int = 1, on_give_up=None, dedup: bool | DedupWindow = False):
         """``handler(message)``: a coroutine function or a plain function (run
         in a thread pool of ``concurrency`` threads). Returning FINs the
         message, raising REQs it with backoff, unless the handler called
         ``message.disable_auto_response()``. ``on_give_up(message)`` sees
-        messages past ``max_attempts`` before they are FINished unhandled."""
+        messages past ``max_attempts`` before they are FINished unhandled.
+        ``dedup``: strip the key line a Producer with replicas (or the Spark
+        sink) puts before each body, and drop the copies of a message already
+        handled; ``True`` for the default window, or a ``DedupWindow``."""
         if not is_valid_topic_name(topic):
             raise ValueError(f"invalid topic name {topic!r}")
         if not is_valid_channel_name(channel):
@@ -63,6 +69,7 @@ class Consumer:
         self.config = config or Config()
         self.concurrency = concurrency
         self.on_give_up = on_give_up
+        self.dedup = DedupWindow() if dedup is True else (dedup or None)
         self.max_in_flight = self.config.max_in_flight
         self.connections: dict[str, Connection] = {}
 
@@ -137,6 +144,11 @@ class Consumer:
             self._finished += len(ids)
         if by_connection:
             self._backoff_result(success=True)
+        if self.dedup is not None:
+            skipped = set(map(id, unanswerable))
+            for message in messages:
+                if id(message) not in skipped:
+                    self._drop_held_copies(message)
         return unanswerable
 
     def is_starved(self) -> bool:
@@ -147,7 +159,8 @@ class Consumer:
 
     def stats(self) -> ConsumerStats:
         return ConsumerStats(self._received, self._finished, self._requeued, len(self.connections),
-                             {a: c.ready_count for a, c in self.connections.items()}, self._backoff_level)
+                             {a: c.ready_count for a, c in self.connections.items()}, self._backoff_level,
+                             self.dedup.copies_dropped if self.dedup else 0)
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Graceful: CLS to every nsqd (no new messages), let in-flight handlers
@@ -309,6 +322,14 @@ class Consumer:
                     log.exception("consumer: on_give_up failed")
             message.finish()
             return
+        if self.dedup is not None:
+            message.dedup_key, message.body = split_key(body)
+            if message.dedup_key is not None:
+                verdict = self.dedup.admit(message.dedup_key, message)
+                if verdict == DROP:
+                    message.finish()
+                if verdict != DELIVER:
+                    return
         self._queue.put_nowait(message)
 
     def _busy(self) -> bool:
@@ -343,12 +364,22 @@ class Consumer:
         self._finished += 1
         message._conn.in_flight -= 1
         self._backoff_result(success=True)
+        self._drop_held_copies(message)
 
     def _on_requeued(self, message: Message, backoff: bool) -> None:
         self._requeued += 1
         message._conn.in_flight -= 1
         if backoff:
             self._backoff_result(success=False)
+        if message.dedup_key is not None:
+            successor = self.dedup.requeued(message.dedup_key, message)
+            if successor is not None:
+                self._queue.put_nowait(successor)
+
+    def _drop_held_copies(self, message: Message) -> None:
+        if message.dedup_key is not None:
+            for copy in self.dedup.finished(message.dedup_key, message):
+                copy.finish()
 
     # --- RDY and backoff ---------------------------------------------------------------------
 

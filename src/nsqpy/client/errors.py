@@ -14,3 +14,8 @@ class ConnectionClosedError(NSQError):
 
 class StoppedError(NSQError):
     """The Producer or Consumer was stopped."""
+
+
+class NoNodeAvailableError(ConnectionClosedError):
+    """A Producer over many nsqd found no node that accepted a publish in time;
+    the message names each node's last error."""

@@ -12,7 +12,7 @@ class Message:
     to the handler (for work that finishes later).
     """
 
-    __slots__ = ("id", "body", "timestamp", "attempts", "nsqd_address", "_conn", "_consumer",
+    __slots__ = ("id", "body", "timestamp", "attempts", "nsqd_address", "dedup_key", "_conn", "_consumer",
                  "_responded", "_auto")
 
     def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int, conn, consumer):
@@ -21,6 +21,7 @@ class Message:
         self.timestamp = timestamp
         self.attempts = attempts
         self.nsqd_address = conn.address
+        self.dedup_key: str | None = None  # set by a consumer with dedup, from the body's key line
         self._conn = conn
         self._consumer = consumer
         self._responded = False

@@ -1,26 +1,98 @@
-"""Publishing to one nsqd: asyncio first.
+"""Publishing to nsqd: one node, or many with load balancing, failover and replicas.
 
-One connection, made on first use and remade after it drops; any number of
-concurrent callers, their commands pipelined and the answers matched in
-order. Every pending call fails with a clear error on close or disconnect:
-nothing waits forever.
+``Producer("host:4150")`` is NSQ's producer: one connection, made on first
+use and remade after it drops; any number of concurrent callers, their
+commands pipelined and the answers matched in order; an error raised as soon
+as the node fails. Given several addresses (or nsqlookupd's), the Producer
+spreads publishes over the healthy nodes (``nodes.NodePool``), sends a
+publish that a node failed or left unanswered for ``node_timeout`` to
+another node at once, probes failed nodes in the background, and raises only
+when no node accepted the publish within ``timeout``. With ``replicas=N``
+each message goes to N distinct nodes behind one dedup key
+(``protocol.dedupkey``), so that a consumer with ``dedup`` drops the copies.
+
+Every pending call fails with a clear error on close or disconnect: nothing
+waits forever.
 """
 
 import asyncio
+import logging
+import secrets
+from dataclasses import dataclass
+from itertools import count
 
 from ..protocol import commands
+from ..protocol.dedupkey import with_key
+from ..protocol.errors import ProtocolError
 from .config import Config
 from .conn import Connection
-from .errors import StoppedError
+from .errors import ConnectionClosedError, NoNodeAvailableError, StoppedError
+from .nodes import Node, NodePool
+
+log = logging.getLogger("nsqpy.client")
+
+# nsqd's answers that say "this node cannot take it now", not "this publish is wrong"
+NODE_FAILURES = frozenset({"E_PUB_FAILED", "E_MPUB_FAILED", "E_DPUB_FAILED"})
+EMPTY_POOL_POLL = 1.0  # seconds between nsqlookupd queries while no node is known or up
+
+
+@dataclass(frozen=True)
+class NodeStats:
+    up: bool
+    pending: int
+    published: int
+    failures: int  # in a row
+    last_error: str
 
 
 class Producer:
-    def __init__(self, address: str, config: Config | None = None):
-        self.address = address
+    def __init__(self, addresses: str | list[str] | tuple = (), config: Config | None = None, *,
+                 lookupd_http_addresses=(), strategy: str = "round-robin", sticky: bool = False,
+                 replicas: int = 1, quorum: int | None = None, dedup_key: bool | None = None,
+                 timeout: float = 10.0, node_timeout: float = 3.0):
+        """``addresses``: one nsqd ``host:port`` (NSQ's producer) or a list;
+        ``lookupd_http_addresses``: nsqlookupd HTTP addresses whose ``/nodes``
+        give the nsqd list, kept current every ``lookupd_poll_interval``.
+        ``strategy``: ``round-robin`` or ``least-pending``; ``sticky`` keeps a
+        topic on one node while it is up. ``replicas``: distinct nodes each
+        message is published to; the call succeeds once ``quorum`` (default:
+        all) acknowledged. ``dedup_key`` (default: on with replicas) starts
+        each body with the key line consumers use to drop copies.
+        ``timeout``: the most a call waits for a node to accept it;
+        ``node_timeout``: how long one node may leave a publish unanswered
+        before it counts as down (with more than one node)."""
+        single = isinstance(addresses, str)
+        self._addresses = [addresses] if single else list(addresses)
+        self._lookupds = list(lookupd_http_addresses)
+        if not self._addresses and not self._lookupds:
+            raise ValueError("Producer needs nsqd addresses or lookupd_http_addresses")
+        if replicas < 1:
+            raise ValueError(f"replicas must be >= 1 (got {replicas})")
+        quorum = replicas if quorum is None else quorum
+        if not 1 <= quorum <= replicas:
+            raise ValueError(f"quorum must be in [1, replicas={replicas}] (got {quorum})")
+        if timeout <= 0 or node_timeout <= 0:
+            raise ValueError("timeout and node_timeout must be positive")
+        self.address = self._addresses[0] if single else ", ".join(self._addresses or self._lookupds)
         self.config = config or Config()
-        self._conn: Connection | None = None
-        self._connecting: asyncio.Lock | None = None
+        self.replicas = replicas
+        self.quorum = quorum
+        self.dedup_key = replicas > 1 if dedup_key is None else dedup_key
+        self.timeout = timeout
+        self.node_timeout = node_timeout
+        # one node and no lookupd: NSQ's producer, whose errors are the caller's at once
+        self._failover = len(self._addresses) > 1 or bool(self._lookupds)
+        self._pool = NodePool(self._addresses, strategy, sticky)
+        self._conns: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task] = set()  # probes, discovery, copies past the quorum
+        self._probing: set[str] = set()
+        self._node_up: asyncio.Event | None = None
+        self._discovered: asyncio.Event | None = None
+        self._started = False
         self._closed = False
+        self._id = secrets.randbits(62)
+        self._calls = count()
 
     async def __aenter__(self) -> "Producer":
         return self
@@ -28,44 +100,231 @@ class Producer:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def _connection(self) -> Connection:
-        if self._closed:
-            raise StoppedError("producer is closed")
-        conn = self._conn
-        if conn is not None and not conn.closed:
-            return conn
-        if self._connecting is None:
-            self._connecting = asyncio.Lock()
-        async with self._connecting:
-            if self._conn is None or self._conn.closed:
-                conn = Connection(self.address, self.config)
-                await conn.connect()
-                self._conn = conn
-            return self._conn
-
-    async def _request(self, command: bytes) -> None:
-        conn = await self._connection()
-        await conn.request(command)
+    # --- publishing ----------------------------------------------------------------------------
 
     async def ping(self) -> None:
-        """Connect if needed and check that nsqd answers. NOP has no answer; an
+        """Connect if needed and check that a node answers. NOP has no answer; an
         IDENTIFY without feature negotiation does (``OK``) and changes nothing."""
-        conn = await self._connection()
-        await conn.request(commands.identify({**self.config.identify_body(), "feature_negotiation": False}))
+        await self._send("", commands.identify({**self.config.identify_body(), "feature_negotiation": False}))
 
     async def publish(self, topic: str, body: bytes) -> None:
-        await self._request(commands.pub(topic, body))
+        await self._send(topic, commands.pub(topic, self._keyed([body])[0]))
 
     async def multi_publish(self, topic: str, bodies: list[bytes]) -> None:
-        """All or nothing: nsqd queues every message or none."""
-        await self._request(commands.mpub(topic, bodies))
+        """All or nothing on each node: nsqd queues every message or none."""
+        await self._send(topic, commands.mpub(topic, self._keyed(bodies)))
 
     async def deferred_publish(self, topic: str, delay: float, body: bytes) -> None:
         """Deliver after ``delay`` seconds (whole milliseconds on the wire)."""
-        await self._request(commands.dpub(topic, int(delay * 1000), body))
+        await self._send(topic, commands.dpub(topic, int(delay * 1000), self._keyed([body])[0]))
+
+    def stats(self) -> dict[str, NodeStats]:
+        return {node.address: NodeStats(node.up, node.pending, node.published, node.failures, node.last_error)
+                for node in self._pool.nodes.values()}
 
     async def close(self) -> None:
         self._closed = True
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        for task in list(self._tasks):
+            task.cancel()
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def _keyed(self, bodies: list[bytes]) -> list[bytes]:
+        if not self.dedup_key:
+            return bodies
+        call = next(self._calls)
+        return [with_key(self._id, call, index, body) for index, body in enumerate(bodies)]
+
+    async def _send(self, topic: str, command: bytes) -> None:
+        if self._closed:
+            raise StoppedError("producer is closed")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        await self._start(deadline)
+        if self.replicas == 1:
+            await self._one_copy(topic, command, deadline, set())
+            return
+        taken: set[Node] = set()  # nodes holding or being sent a copy of this message
+        copies = [asyncio.create_task(self._one_copy(topic, command, deadline, taken))
+                  for _ in range(self.replicas)]
+        acknowledged, failures = 0, []
+        try:
+            for copy in asyncio.as_completed(copies):
+                try:
+                    await copy
+                    acknowledged += 1
+                except ConnectionClosedError as error:
+                    failures.append(error)
+                if acknowledged >= self.quorum:
+                    break
+                if len(failures) > self.replicas - self.quorum:
+                    raise failures[0]
+        except BaseException:
+            for copy in copies:
+                copy.cancel()
+            raise
+        for copy in copies:
+            if not copy.done():  # past the quorum: let it finish, within the deadline
+                self._keep(copy)
+
+    async def _one_copy(self, topic: str, command: bytes, deadline: float, taken: set[Node]) -> None:
+        """Send ``command`` to one node not in ``taken``: on a node failure, to
+        the next; when none is up, wait for one until ``deadline``."""
+        loop = asyncio.get_running_loop()
+        while True:
+            node = self._pool.choose(topic, exclude=taken)
+            if node is None:
+                await self._wait_for_node(deadline)
+                continue
+            taken.add(node)
+            try:
+                await self._attempt(node, command, deadline)
+                return
+            except (ConnectionClosedError, ProtocolError, OSError) as error:
+                if not self._failover or (isinstance(error, ProtocolError) and error.code not in NODE_FAILURES):
+                    raise
+                taken.discard(node)
+                self._node_failed(node, str(error))
+                if loop.time() >= deadline:
+                    raise self._unavailable() from None
+
+    async def _attempt(self, node: Node, command: bytes, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        limit = deadline - loop.time()
+        if self._failover:
+            limit = min(limit, self.node_timeout)
+        node.pending += 1
+        try:
+            async with asyncio.timeout(max(limit, 0.001)):
+                conn = await self._connection(node.address)
+                await conn.request(command)
+        except TimeoutError:
+            conn = self._conns.pop(node.address, None)
+            if conn is not None:
+                conn.close()  # frozen or overloaded: its other callers move on too
+            raise ConnectionClosedError(f"nsqd at {node.address} did not answer in {limit:.3g}s") from None
+        finally:
+            node.pending -= 1
+        node.published += 1
+
+    async def _connection(self, address: str) -> Connection:
+        conn = self._conns.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._connecting.setdefault(address, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(address)
+            if conn is None or conn.closed:
+                conn = Connection(address, self.config)
+                await conn.connect()
+                if self._closed or address not in self._pool.nodes:
+                    conn.close()
+                    raise StoppedError("producer is closed") if self._closed else \
+                        ConnectionClosedError(f"nsqd at {address} is no longer listed by nsqlookupd")
+                self._conns[address] = conn
+            return conn
+
+    # --- node health ---------------------------------------------------------------------------
+
+    def _node_failed(self, node: Node, reason: str) -> None:
+        delay = self._pool.failed(node, reason)
+        conn = self._conns.pop(node.address, None)
+        if conn is not None:
+            conn.close()
+        if node.failures == 1:
+            log.warning("producer: nsqd at %s is down (%s); publishing to the other nodes", node.address, reason)
+        if node.address not in self._probing and not self._closed:
+            self._probing.add(node.address)
+            self._keep(asyncio.ensure_future(self._probe(node, delay)))
+
+    async def _probe(self, node: Node, delay: float) -> None:
+        """Until ``node`` answers an IDENTIFY again, or leaves the pool."""
+        try:
+            while not self._closed and self._pool.nodes.get(node.address) is node:
+                await asyncio.sleep(delay)
+                try:
+                    async with asyncio.timeout(self.node_timeout):
+                        conn = await self._connection(node.address)
+                        await conn.request(commands.identify({**self.config.identify_body(),
+                                                              "feature_negotiation": False}))
+                except (ConnectionClosedError, ProtocolError, OSError, TimeoutError) as error:
+                    stale = self._conns.pop(node.address, None)
+                    if stale is not None:
+                        stale.close()
+                    delay = self._pool.failed(node, str(error) or f"no answer in {self.node_timeout}s")
+                    continue
+                self._pool.succeeded(node)
+                log.warning("producer: nsqd at %s is back", node.address)
+                self._node_up.set()
+                return
+        finally:
+            self._probing.discard(node.address)
+
+    async def _wait_for_node(self, deadline: float) -> None:
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise self._unavailable()
+        self._node_up.clear()
+        try:
+            async with asyncio.timeout(remaining):
+                await self._node_up.wait()
+        except TimeoutError:
+            raise self._unavailable() from None
+
+    def _unavailable(self) -> NoNodeAvailableError:
+        nodes = self._pool.nodes.values()
+        detail = "; ".join(f"{n.address}: {n.last_error or 'busy'}" for n in nodes) or "nsqlookupd lists no nsqd"
+        return NoNodeAvailableError(f"no nsqd accepted the publish within {self.timeout:g}s ({detail})")
+
+    # --- discovery -----------------------------------------------------------------------------
+
+    async def _start(self, deadline: float) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._node_up = asyncio.Event()
+        if self._lookupds:
+            self._discovered = asyncio.Event()
+            self._keep(asyncio.ensure_future(self._poll_lookupds()))
+        if self._discovered is not None and not self._discovered.is_set():
+            try:
+                async with asyncio.timeout(max(deadline - asyncio.get_running_loop().time(), 0.001)):
+                    await self._discovered.wait()
+            except TimeoutError:
+                pass  # the publish then waits for a node, and says why none came
+
+    async def _poll_lookupds(self) -> None:
+        import aiohttp
+
+        from .discovery import list_nodes
+
+        timeout = aiohttp.ClientTimeout(total=self.config.lookupd_poll_timeout)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while not self._closed:
+                found, answered = [], False
+                for address in self._lookupds:
+                    try:
+                        found += await list_nodes(session, address)
+                        answered = True
+                    except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as error:
+                        log.warning("producer: nsqlookupd at %s: %s", address, error or "timeout")
+                if answered:
+                    for node in self._pool.set_addresses(found):
+                        conn = self._conns.pop(node.address, None)
+                        if conn is not None:
+                            conn.close()
+                    self._node_up.set()
+                self._discovered.set()
+                idle = self.config.lookupd_poll_interval if self._pool.any_up() else EMPTY_POOL_POLL
+                await asyncio.sleep(idle)
+
+    def _keep(self, task: asyncio.Future) -> None:
+        """Hold a background task until it ends, and read its outcome so none is left unretrieved."""
+        self._tasks.add(task)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Future) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("producer: background publish ended: %s", task.exception())

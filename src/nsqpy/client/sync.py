@@ -4,7 +4,8 @@
         producer.publish("topic", b"body")
 
 A private event loop runs in a daemon thread; each call waits for nsqd's
-answer, at most ``timeout`` seconds.
+answer, at most ``timeout`` seconds. Several addresses, nsqlookupd and
+replicas work as with ``Producer``.
 """
 
 import asyncio
@@ -13,14 +14,19 @@ import threading
 from .config import Config
 from .producer import Producer
 
+_GRACE = 1.0  # beyond the Producer's timeout, for its answer to cross threads
+
 
 class SyncProducer:
-    def __init__(self, address: str, config: Config | None = None, *, timeout: float = 10.0):
-        self.address = address
+    def __init__(self, addresses: str | list[str] | tuple = (), config: Config | None = None, *,
+                 timeout: float = 10.0, **options):
+        """The arguments of ``Producer`` (one address or many,
+        ``lookupd_http_addresses``, ``replicas``, ...); ``timeout`` bounds each call."""
+        self._producer = Producer(addresses, config, timeout=timeout, **options)
+        self.address = self._producer.address
         self.timeout = timeout
-        self._producer = Producer(address, config)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name=f"nsqpy-producer-{address}",
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"nsqpy-producer-{self.address}",
                                         daemon=True)
         self._thread.start()
         self._closed = False
@@ -34,10 +40,13 @@ class SyncProducer:
     def _call(self, coroutine):
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
-            return future.result(self.timeout)
-        except TimeoutError:
+            return future.result(self.timeout + _GRACE)
+        except TimeoutError:  # the Producer's own timeout should have answered first
             future.cancel()
             raise TimeoutError(f"nsqd at {self.address} did not answer in {self.timeout}s") from None
+
+    def stats(self) -> dict:
+        return self._producer.stats()
 
     def ping(self) -> None:
         self._call(self._producer.ping())

@@ -1,10 +1,11 @@
 """Writing a DataFrame to a topic: ``df.write.format("nsq")`` and ``writeStream``.
 
 Each Spark task publishes its rows' ``body`` column (binary or string) to
-one nsqd, MPUB-batched and pipelined. A publish that fails fails the task
-with the reason, so the batch fails and Spark (or the restarted query) runs
-it again: delivery is at-least-once, and ``dedup_key`` lets consumers drop
-the copies a retry makes.
+one nsqd, MPUB-batched and pipelined; when that node fails, to the other
+addresses given (the client's Producer over many nodes). A publish that no
+node accepts fails the task with the reason, so the batch fails and Spark
+(or the restarted query) runs it again: delivery is at-least-once, and
+``dedup_key`` lets consumers drop the copies a retry makes.
 """
 
 import asyncio
@@ -15,7 +16,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from ..client.errors import NSQError, ProtocolError
 from ..client.producer import Producer
-from .dedupkey import with_key
+from ..protocol.dedupkey import with_key
 from .options import OptionError, SinkOptions
 
 _PIPELINE = 4  # MPUBs awaiting nsqd's answer at once, per task
@@ -52,10 +53,12 @@ def _chunks(bodies, max_messages: int, max_bytes: int):
         yield chunk
 
 
-async def publish_all(options: SinkOptions, address: str, bodies) -> int:
-    """Publish every body to ``address``; return how many, or raise PublishError."""
+async def publish_all(options: SinkOptions, addresses: list[str], bodies) -> int:
+    """Publish every body to the first of ``addresses``, the others taking
+    over if it fails; return how many, or raise PublishError."""
     sent = 0
-    async with Producer(address, options.config) as producer:
+    address = addresses[0] if len(addresses) == 1 else ", ".join(addresses)
+    async with Producer(addresses, options.config, sticky=True) as producer:
         pending: set[asyncio.Task] = set()
         try:
             async with asyncio.timeout(options.publish_timeout):
@@ -107,8 +110,8 @@ class _Publishing:
         if context is not None and context.getLocalProperty("streaming.sql.batchId") is not None:
             batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
         addresses = self.options.nsqd_tcp_addresses
-        address = addresses[partition % len(addresses)]
-        return Published(partition, asyncio.run(publish_all(self.options, address,
+        first = partition % len(addresses)  # tasks spread over the nodes; each stays on its own while it is up
+        return Published(partition, asyncio.run(publish_all(self.options, addresses[first:] + addresses[:first],
                                                             self._bodies(iterator, batch_id, partition))))
 
 
