@@ -1,0 +1,269 @@
+"""nsqadmin's JSON API: Go nsqadmin's routes, field names and messages, so
+scripts written against it work unchanged; plus ``/api/history/...`` for the
+charts.
+
+A reply whose data came from only some daemons carries
+``"message": "WARNING: ..."``; when none answered it is 502
+``UPSTREAM_ERROR: ...`` (raised as ``AllFailed``, turned into the reply by
+``upstream_failures``). Privileged routes (POST, DELETE) check the admin user.
+"""
+
+import ipaddress
+import json
+
+from aiohttp import web
+
+from ..httpapi import LOG_LEVELS, MAX_CONFIG_BODY, HttpError, json_response, read_body
+from ..logs import LEVELS
+from ..options import option_specs
+from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from . import aggregate
+from .cluster import AllFailed, semver
+from .options import NsqadminOptions, check_upstream_address
+
+TOPIC_ACTIONS = ("pause", "unpause", "empty")
+MAX_ACTION_BODY = 64 * 1024
+
+
+@web.middleware
+async def upstream_failures(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except AllFailed as error:
+        raise HttpError(502, f"UPSTREAM_ERROR: {error}") from None
+
+
+def with_message(data: dict, errors: list[str]) -> web.Response:
+    data["message"] = f"WARNING: {'; '.join(errors)}" if errors else ""
+    return json_response(data)
+
+
+def topic_from(request: web.Request) -> str:
+    topic = request.match_info["topic"]
+    if not is_valid_topic_name(topic):
+        raise HttpError(400, "INVALID_TOPIC")
+    return topic
+
+
+def channel_from(request: web.Request) -> str:
+    channel = request.match_info["channel"]
+    if not is_valid_channel_name(channel):
+        raise HttpError(400, "INVALID_CHANNEL")
+    return channel
+
+
+async def json_body(request: web.Request) -> dict:
+    body = await read_body(request, MAX_ACTION_BODY, "INVALID_BODY")
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError:
+        raise HttpError(400, "INVALID_BODY") from None
+    if not isinstance(data, dict):
+        raise HttpError(400, "INVALID_BODY")
+    return data
+
+
+class AdminApi:
+    def __init__(self, admin):
+        self.admin = admin
+        self.options: NsqadminOptions = admin.options
+        self.cluster = admin.cluster
+        self.history = admin.history
+        self.notifier = admin.notifier
+        self._specs = {spec.cfg: spec for spec in option_specs(NsqadminOptions)}
+
+    def routes(self, base: str) -> list:
+        get, post, delete, put = web.get, web.post, web.delete, web.put
+        return [
+            get(f"{base}/ping", self.ping, allow_head=False),
+            get(f"{base}/api/topics", self.topics, allow_head=False),
+            post(f"{base}/api/topics", self.create_topic_channel),
+            get(f"{base}/api/topics/{{topic}}", self.topic, allow_head=False),
+            post(f"{base}/api/topics/{{topic}}", self.topic_action),
+            delete(f"{base}/api/topics/{{topic}}", self.delete_topic),
+            get(f"{base}/api/topics/{{topic}}/{{channel}}", self.channel, allow_head=False),
+            post(f"{base}/api/topics/{{topic}}/{{channel}}", self.channel_action),
+            delete(f"{base}/api/topics/{{topic}}/{{channel}}", self.delete_channel),
+            get(f"{base}/api/nodes", self.nodes, allow_head=False),
+            get(f"{base}/api/nodes/{{node}}", self.node, allow_head=False),
+            delete(f"{base}/api/nodes/{{node}}", self.tombstone_topic),
+            get(f"{base}/api/counter", self.counter, allow_head=False),
+            get(f"{base}/api/graphite", self.graphite, allow_head=False),
+            get(f"{base}/api/history/topics/{{topic}}", self.topic_history, allow_head=False),
+            get(f"{base}/api/history/topics/{{topic}}/{{channel}}", self.channel_history, allow_head=False),
+            get(f"{base}/config/{{opt}}", self.config_get, allow_head=False),
+            put(f"{base}/config/{{opt}}", self.config_put),
+        ]
+
+    def require_admin(self, request: web.Request) -> None:
+        users = self.options.admin_users
+        if users and request.headers.get(self.options.acl_http_header) not in users:
+            raise HttpError(403, "FORBIDDEN")
+
+    async def ping(self, request):
+        return web.Response(text="OK")
+
+    # --- reading -------------------------------------------------------------------------------
+
+    async def topics(self, request):
+        if request.query.get("inactive") in ("true", "1"):
+            inactive, errors = await self.cluster.inactive_topics()
+            return with_message({"topics": inactive}, errors)
+        topics, errors = await self.cluster.topics()
+        return with_message({"topics": topics}, errors)
+
+    async def topic(self, request):
+        topic = topic_from(request)
+        per_node, errors = await self.cluster.topic_stats(topic)
+        if not per_node:
+            raise HttpError(404, "TOPIC_NOT_FOUND")
+        return with_message(aggregate.aggregate_topic(topic, per_node), errors)
+
+    async def channel(self, request):
+        topic, channel = topic_from(request), channel_from(request)
+        per_node, errors = await self.cluster.topic_stats(topic, channel)
+        channels = [c for t in per_node for c in t["channels"] if c["channel_name"] == channel]
+        if not channels:
+            raise HttpError(404, "CHANNEL_NOT_FOUND")
+        return with_message(aggregate.aggregate_channel(topic, channel, channels), errors)
+
+    async def nodes(self, request):
+        producers, errors = await self.cluster.producers()
+        newest = max((semver(p.version) for p in producers), default=(0, 0, 0))
+        return with_message({"nodes": [p.api_entry(newest) for p in producers]}, errors)
+
+    async def node(self, request):
+        node = request.match_info["node"]
+        producer, errors = await self.cluster.find_producer(node)
+        if producer is None:
+            raise HttpError(404, "NODE_NOT_FOUND")
+        stats, stats_errors = await self.cluster.node_stats([producer])
+        return with_message(aggregate.node_summary(node, stats[node]), errors + stats_errors)
+
+    async def counter(self, request):
+        producers, errors = await self.cluster.producers()
+        stats, stats_errors = await self.cluster.node_stats(producers, include_clients=False)
+        node_topics = [t for topics in stats.values() for t in topics]
+        return with_message({"stats": aggregate.channel_counters(node_topics)}, errors + stats_errors)
+
+    async def graphite(self, request):
+        if request.query.get("metric") != "rate":
+            raise HttpError(400, "INVALID_ARG_METRIC")
+        target = request.query.get("target")
+        if not target:
+            raise HttpError(400, "INVALID_ARG_TARGET")
+        return json_response({"rate": await self.admin.graphite.rate(target)})
+
+    async def topic_history(self, request):
+        return json_response(self.history.answer(topic_from(request)))
+
+    async def channel_history(self, request):
+        return json_response(self.history.answer(topic_from(request), channel_from(request)))
+
+    # --- acting --------------------------------------------------------------------------------
+
+    async def create_topic_channel(self, request):
+        self.require_admin(request)
+        body = await json_body(request)
+        topic, channel = body.get("topic"), body.get("channel") or ""
+        if not isinstance(topic, str) or not is_valid_topic_name(topic):
+            raise HttpError(400, "INVALID_TOPIC")
+        if channel and (not isinstance(channel, str) or not is_valid_channel_name(channel)):
+            raise HttpError(400, "INVALID_CHANNEL")
+        errors = await self.cluster.create_topic_channel(topic, channel or None)
+        self.notifier.send("create_topic", request, topic)
+        if channel:
+            self.notifier.send("create_channel", request, topic, channel)
+        return with_message({}, errors)
+
+    async def _action(self, request, channel: str | None):
+        self.require_admin(request)
+        topic = topic_from(request)
+        action = (await json_body(request)).get("action")
+        if action not in TOPIC_ACTIONS:
+            raise HttpError(400, "INVALID_ACTION")
+        errors = await self.cluster.topic_action(topic, action, channel)
+        self.notifier.send(f"{action}_{'topic' if channel is None else 'channel'}", request, topic, channel or "")
+        return with_message({}, errors)
+
+    async def topic_action(self, request):
+        return await self._action(request, None)
+
+    async def channel_action(self, request):
+        return await self._action(request, channel_from(request))
+
+    async def delete_topic(self, request):
+        self.require_admin(request)
+        topic = topic_from(request)
+        errors = await self.cluster.delete_topic(topic)
+        self.notifier.send("delete_topic", request, topic)
+        return with_message({}, errors)
+
+    async def delete_channel(self, request):
+        self.require_admin(request)
+        topic, channel = topic_from(request), channel_from(request)
+        errors = await self.cluster.delete_channel(topic, channel)
+        self.notifier.send("delete_channel", request, topic, channel)
+        return with_message({}, errors)
+
+    async def tombstone_topic(self, request):
+        self.require_admin(request)
+        node = request.match_info["node"]
+        topic = (await json_body(request)).get("topic")
+        if not isinstance(topic, str) or not is_valid_topic_name(topic):
+            raise HttpError(400, "INVALID_TOPIC")
+        try:
+            errors = await self.cluster.tombstone_topic(topic, node)
+        except LookupError:
+            raise HttpError(404, "NODE_NOT_FOUND") from None
+        self.notifier.send("tombstone_topic_producer", request, topic, node=node)
+        return with_message({}, errors)
+
+    # --- runtime configuration -----------------------------------------------------------------
+
+    def require_config_access(self, request: web.Request) -> None:
+        try:
+            remote = ipaddress.ip_address(request.remote or "")
+        except ValueError:
+            raise HttpError(400, "INVALID_REMOTE_ADDR") from None
+        if remote not in ipaddress.ip_network(self.options.allow_config_from_cidr, strict=False):
+            raise HttpError(403, "FORBIDDEN")
+
+    def _config_value(self, name: str):
+        if name == "log_level":
+            return LOG_LEVELS[self.options.log_level]
+        spec = self._specs.get(name)
+        if spec is None:
+            raise HttpError(400, "INVALID_OPTION")
+        value = getattr(self.options, spec.field)
+        return int(round(value * 1e9)) if spec.duration else value
+
+    async def config_get(self, request):
+        self.require_config_access(request)
+        return json_response(self._config_value(request.match_info["opt"]))
+
+    async def config_put(self, request):
+        self.require_config_access(request)
+        name = request.match_info["opt"]
+        if name not in ("nsqlookupd_http_addresses", "log_level"):
+            raise HttpError(400, "INVALID_OPTION")
+        body = await read_body(request, MAX_CONFIG_BODY, "INVALID_VALUE")
+        if name == "log_level":
+            level = body.decode("utf-8", "replace").strip().lower()
+            if level not in LOG_LEVELS:
+                raise HttpError(400, "INVALID_VALUE")
+            self.options.log_level = level
+            self.admin.log.setLevel(LEVELS[level])
+        else:
+            try:
+                addresses = json.loads(body)
+                if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
+                    raise ValueError
+                for address in addresses:
+                    check_upstream_address(address)
+            except ValueError:
+                raise HttpError(400, "INVALID_VALUE") from None
+            if not self.options.nsqlookupd_http_addresses or not addresses:
+                raise HttpError(400, "INVALID_VALUE")  # nsqadmin stays in the mode it started in
+            self.options.nsqlookupd_http_addresses = addresses
+        return json_response(self._config_value(name))

@@ -1,0 +1,186 @@
+"""nsqadmin's HTML pages, rendered on the server from the same cluster
+queries the JSON API makes (no second trip through HTTP).
+
+Templates autoescape everything: client ids, hostnames and user agents come
+from whoever connects to nsqd and are shown as text, never as markup. The
+small scripts in static/ refresh a page's content while it is open, draw the
+charts and send the actions to the JSON API.
+"""
+
+import jinja2
+from aiohttp import web
+
+from ..httpapi import HttpError
+from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from . import aggregate
+from .cluster import AllFailed, semver
+
+
+def count(value) -> str:
+    """12345 -> '12,345'."""
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def duration(nanoseconds: int) -> str:
+    """A connection's age as Go prints it, to the second: 1h2m3s."""
+    seconds = int(nanoseconds // 1_000_000_000)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{seconds}s"
+    return f"{minutes}m{seconds}s" if minutes else f"{seconds}s"
+
+
+def rate(value) -> str:
+    return "–" if value is None else f"{value:,.1f}/s"
+
+
+def drain(seconds) -> str:
+    """Time to drain at the current pace; '∞' when nothing is leaving."""
+    if seconds is None:
+        return "∞"
+    return "now" if seconds == 0 else duration(int(seconds * 1e9)) if seconds >= 1 else "< 1s"
+
+
+def latency(nanoseconds) -> str:
+    value = float(nanoseconds)
+    for unit, size in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if value >= size:
+            return f"{value / size:.1f}{unit}"
+    return f"{value:.0f}ns"
+
+
+def is_web_url(value) -> bool:
+    """Only http(s) links are rendered as links (never ``javascript:``)."""
+    return isinstance(value, str) and value.startswith(("http://", "https://"))
+
+
+def quantiles_of(*stats: dict) -> list[float]:
+    """The e2e quantiles any of these stats carry, highest first (columns of a table)."""
+    found = {p["quantile"] for s in stats for p in s["e2e_processing_latency"]["percentiles"] or ()}
+    return sorted(found, reverse=True)
+
+
+def new_environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("nsqpy.nsqadmin", "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(count=count, duration=duration, rate=rate, drain=drain, latency=latency)
+    env.tests["web_url"] = is_web_url
+    return env
+
+
+class Pages:
+    def __init__(self, admin):
+        self.admin = admin
+        self.cluster = admin.cluster
+        self.history = admin.history
+        self.base = admin.options.base_path
+        self.env = new_environment()
+
+    def routes(self) -> list:
+        base = self.base
+        get = web.get
+        return [
+            get(f"{base}/", self._as_page(self.topics_page), allow_head=False),
+            get(f"{base}/topics", self._as_page(self.topics_page), allow_head=False),
+            get(f"{base}/topics/{{topic}}", self._as_page(self.topic_page), allow_head=False),
+            get(f"{base}/topics/{{topic}}/{{channel}}", self._as_page(self.channel_page), allow_head=False),
+            get(f"{base}/nodes", self._as_page(self.nodes_page), allow_head=False),
+            get(f"{base}/nodes/{{node}}", self._as_page(self.node_page), allow_head=False),
+            get(f"{base}/counter", self._as_page(self.counter_page), allow_head=False),
+            get(f"{base}/lookup", self._as_page(self.lookup_page), allow_head=False),
+        ]
+
+    def _as_page(self, handler):
+        """A page that cannot be shown says why, as a page (with the status
+        code the JSON API would give), not as JSON."""
+        async def page(request):
+            try:
+                return await handler(request)
+            except HttpError as error:
+                return self.render("problem.html", status=error.status, reason=error.message, warnings=[])
+            except AllFailed as error:
+                return self.render("problem.html", status=502, reason=f"UPSTREAM_ERROR: {error}", warnings=[])
+        return page
+
+    def render(self, template: str, status: int = 200, **context) -> web.Response:
+        options = self.admin.options
+        page = self.env.get_template(template).render(
+            base=self.base, graphite=self.admin.graphite.enabled, history_enabled=self.history.enabled,
+            history_interval=self.history.interval, uses_lookupd=self.cluster.uses_lookupd,
+            admin_users=bool(options.admin_users), **context)
+        return web.Response(text=page, status=status, content_type="text/html", charset="utf-8")
+
+    async def guarded(self, template: str, build, **context) -> web.Response:
+        """Render ``template`` with what ``build()`` returns, and its warnings."""
+        data, errors = await build()
+        return self.render(template, warnings=errors, **data, **context)
+
+    async def topics_page(self, request):
+        async def build():
+            topics, errors = await self.cluster.topics()
+            rows = [{"name": t, **self.history.summary(t)} for t in topics]
+            return {"topics": rows}, errors
+        return await self.guarded("topics.html", build, page="topics")
+
+    async def topic_page(self, request):
+        topic = _name(request, "topic")
+
+        async def build():
+            per_node, errors = await self.cluster.topic_stats(topic)
+            if not per_node:
+                raise HttpError(404, "TOPIC_NOT_FOUND")
+            stats = aggregate.aggregate_topic(topic, per_node)
+            return {"topic": stats, "summary": self.history.summary(topic),
+                    "quantiles": quantiles_of(stats, *stats["nodes"], *stats["channels"]),
+                    "graphite_target": self.admin.graphite.rate_target(topic)}, errors
+        return await self.guarded("topic.html", build, page="topics", topic_name=topic)
+
+    async def channel_page(self, request):
+        topic, channel = _name(request, "topic"), _name(request, "channel")
+
+        async def build():
+            per_node, errors = await self.cluster.topic_stats(topic, channel)
+            channels = [c for t in per_node for c in t["channels"] if c["channel_name"] == channel]
+            if not channels:
+                raise HttpError(404, "CHANNEL_NOT_FOUND")
+            stats = aggregate.aggregate_channel(topic, channel, channels)
+            return {"channel": stats, "summary": self.history.summary(topic, channel),
+                    "quantiles": quantiles_of(stats, *stats["nodes"]),
+                    "graphite_target": self.admin.graphite.rate_target(topic, channel)}, errors
+        return await self.guarded("channel.html", build, page="topics", topic_name=topic, channel_name=channel)
+
+    async def nodes_page(self, request):
+        async def build():
+            producers, errors = await self.cluster.producers()
+            newest = max((semver(p.version) for p in producers), default=(0, 0, 0))
+            return {"nodes": [p.api_entry(newest) for p in producers]}, errors
+        return await self.guarded("nodes.html", build, page="nodes")
+
+    async def node_page(self, request):
+        node = request.match_info["node"]
+
+        async def build():
+            producer, errors = await self.cluster.find_producer(node)
+            if producer is None:
+                raise HttpError(404, "NODE_NOT_FOUND")
+            stats, stats_errors = await self.cluster.node_stats([producer])
+            return {"summary": aggregate.node_summary(node, stats[node]), "producer": producer}, errors + stats_errors
+        return await self.guarded("node.html", build, page="nodes", node=node)
+
+    async def counter_page(self, request):
+        return self.render("counter.html", page="counter", warnings=[])
+
+    async def lookup_page(self, request):
+        async def build():
+            inactive, errors = await self.cluster.inactive_topics()
+            return {"inactive": inactive}, errors
+        return await self.guarded("lookup.html", build, page="lookup")
+
+
+def _name(request: web.Request, kind: str) -> str:
+    name = request.match_info[kind]
+    valid = is_valid_topic_name if kind == "topic" else is_valid_channel_name
+    if not valid(name):
+        raise HttpError(400, f"INVALID_{kind.upper()}")
+    return name
