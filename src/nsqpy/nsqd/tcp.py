@@ -15,7 +15,7 @@ from ..protocol.commands import ABORT, parse_base10, parse_mpub_body, v2_reader
 from ..protocol.compression import CompressionError, new_codec
 from ..protocol.errors import ProtocolError
 from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
-from ..protocol.identify import identify_response, negotiate
+from ..protocol.identify import DEFAULT_HEARTBEAT_INTERVAL_MS, identify_response, negotiate
 from ..protocol.message import MESSAGE_ID_LENGTH
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from .auth import AuthError
@@ -33,6 +33,23 @@ def _name(raw: bytes) -> str:
 
 
 class V2Protocol(asyncio.Protocol):
+    """One V2 connection's I/O: the magic, the command reader, and two bounds
+    that keep one client from hurting the daemon.
+
+    *Whole-command deadline.* As in nsqd, a command must arrive complete
+    within twice the connection's heartbeat interval after the previous one
+    was handled (none with heartbeats disabled); before the magic and
+    IDENTIFY that is twice the default interval. A client trickling bytes is
+    dropped on time, and a half-sent body does not stay buffered.
+
+    *Replies are backpressure.* When handling commands produced replies and
+    the transport's write buffer is above its high-water mark, reading stops
+    until the client reads its socket down to the low-water mark, and a
+    client that does not do so within one heartbeat interval is dropped
+    (nsqd's write deadline). Commands without replies (FIN, RDY, TOUCH)
+    are read on, as nsqd reads them while a consumer's socket is full.
+    """
+
     def __init__(self, nsqd):
         self.nsqd = nsqd
         self.transport = None
@@ -40,11 +57,15 @@ class V2Protocol(asyncio.Protocol):
         self.reader = None
         self.upgrading = False
         self._magic = b""
+        self._blocked: set[str] = set()  # why reading is paused: "replies", "command"
+        self._deadline: float | None = None
+        self._deadline_timer = None
 
     # --- asyncio callbacks ----------------------------------------------------------
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self._start_deadline(2 * DEFAULT_HEARTBEAT_INTERVAL_MS / 1000)
 
     def data_received(self, data: bytes) -> None:
         client = self.client
@@ -58,11 +79,13 @@ class V2Protocol(asyncio.Protocol):
                                     self.transport.get_extra_info("peername"), magic)
                 self.transport.write(encode_error(ProtocolError(errors.E_BAD_PROTOCOL,
                                                                 f"client({magic!r}) bad protocol magic")))
-                self.transport.close()
+                self._close()
                 return
             options = self.nsqd.options
             client = self.client = self.nsqd.add_client(self.transport)
-            self.reader = v2_reader(options.max_msg_size, options.max_body_size)
+            self.reader = v2_reader(options.max_msg_size, options.max_body_size,
+                                    int(options.max_req_timeout * 1000))
+            self._start_deadline(self._command_time())
             if not data:
                 return
         if client.closed:
@@ -72,10 +95,19 @@ class V2Protocol(asyncio.Protocol):
                 data = client.codec.decode(data)
             except CompressionError as error:
                 self.nsqd.log.error("[%s] %s; closing", client.remote_address, error)
-                client.close()
+                self._close()
                 return
-        client.last_read = client.loop.time()
-        self._run(client, self.reader.feed(data))
+        commands = self.reader.feed(data)
+        if commands:
+            self._run(client, commands)
+
+    def eof_received(self) -> bool:
+        """A client that hangs up inside a body hears what nsqd says then."""
+        if self.client is not None and not self.client.closed:
+            error = self.reader.truncation_error()
+            if error is not None:
+                self._failed(self.client, error)
+        return False
 
     def _run(self, client: ClientV2, commands) -> None:
         """Execute commands in order. A handler that must wait (AUTH asks a
@@ -83,10 +115,11 @@ class V2Protocol(asyncio.Protocol):
         run once it is done, so answers keep their order."""
         handlers = _HANDLERS
         tls_required = self.nsqd.tls_required_tcp and not client.tls
+        replies = client.replies
         for index, command in enumerate(commands):
             if command is ABORT:
                 self.nsqd.log.error("[%s] command line too long, closing", client.remote_address)
-                client.close()
+                self._close()
                 return
             handler = handlers.get(command.name)
             try:
@@ -97,7 +130,7 @@ class V2Protocol(asyncio.Protocol):
                 waiting = handler(self, client, command)
                 if waiting is not None:
                     client.flush()
-                    self.transport.pause_reading()
+                    self._block("command")
                     asyncio.get_running_loop().create_task(self._resume_after(client, waiting, commands[index + 1:]))
                     return
                 if self.upgrading:
@@ -106,6 +139,10 @@ class V2Protocol(asyncio.Protocol):
                 if self._failed(client, error):
                     return
         client.flush()
+        if client.replies != replies and client.write_paused:
+            self._block("replies")
+        else:
+            self._start_deadline(self._command_time())
 
     def _failed(self, client: ClientV2, error: ProtocolError) -> bool:
         """Send the error; True when it is fatal and the connection is closed."""
@@ -113,7 +150,7 @@ class V2Protocol(asyncio.Protocol):
         if not error.fatal:
             return False
         self.nsqd.log.error("[%s] %s", client.remote_address, error)
-        client.close()
+        self._close()
         return True
 
     async def _resume_after(self, client: ClientV2, waiting, rest) -> None:
@@ -124,10 +161,11 @@ class V2Protocol(asyncio.Protocol):
                 return
         if client.closed:
             return
-        self.transport.resume_reading()
+        self._unblock("command")
         self._run(client, rest)
 
     def connection_lost(self, exc) -> None:
+        self._stop_deadline()
         if self.client is not None:
             self.client.connection_lost()
 
@@ -138,6 +176,80 @@ class V2Protocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self.client is not None:
             self.client.resume_writing()
+        self._unblock("replies")
+
+    def _close(self) -> None:
+        self._stop_deadline()
+        if self.client is not None:
+            self.client.close()
+        else:
+            self.transport.close()
+
+    # --- reading paused, and the deadlines ----------------------------------------
+
+    def _block(self, reason: str) -> None:
+        if not self._blocked:
+            self.transport.pause_reading()
+        self._blocked.add(reason)
+        if reason == "replies":
+            self._start_deadline(self._command_time() / 2)  # nsqd's write deadline: one interval
+        else:
+            self._deadline = None  # the daemon is waiting, not the client
+
+    def _unblock(self, reason: str) -> None:
+        if reason not in self._blocked:
+            return
+        self._blocked.discard(reason)
+        if not self._blocked and not self.upgrading:
+            self.transport.resume_reading()
+            self._start_deadline(self._command_time())
+
+    def _command_time(self) -> float:
+        """Seconds a whole command may take: twice the heartbeat interval, 0 for none."""
+        interval = self.client.settings.heartbeat_interval if self.client is not None else DEFAULT_HEARTBEAT_INTERVAL_MS
+        return 2 * interval / 1000
+
+    def _start_deadline(self, seconds: float) -> None:
+        """One timer per connection, re-armed when it fires before the
+        deadline (which mostly moves later): a command costs a clock read,
+        not a new timer."""
+        deadline = self._deadline = self.nsqd.loop.time() + seconds if seconds else None
+        timer = self._deadline_timer
+        if deadline is not None and (timer is None or deadline < timer.when()):
+            self._arm(deadline)
+
+    def _arm(self, when: float) -> None:
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_timer = self.nsqd.loop.call_at(when, self._on_deadline)
+
+    def _stop_deadline(self) -> None:
+        self._deadline = None
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
+
+    def _on_deadline(self) -> None:
+        self._deadline_timer = None
+        deadline = self._deadline
+        if deadline is None:
+            return
+        if self.nsqd.loop.time() < deadline:
+            self._arm(deadline)
+            return
+        client = self.client
+        where = client.remote_address if client is not None else self.transport.get_extra_info("peername")
+        if "replies" in self._blocked:
+            self.nsqd.log.error("[%s] client did not read its replies in time, closing", where)
+            self._stop_deadline()
+            self.transport.abort()  # what is buffered will never be read
+            return
+        error = self.reader.truncation_error() if self.reader is not None else None
+        if error is not None:
+            self._failed(client, error)
+        else:
+            self.nsqd.log.error("[%s] no complete command in %.1fs, closing", where, self._command_time())
+            self._close()
 
     # --- shared checks -----------------------------------------------------------------
 
@@ -193,6 +305,7 @@ class V2Protocol(asyncio.Protocol):
             client.flush()
             self.transport.pause_reading()
             self.upgrading = True
+            self._deadline = None
             asyncio.get_running_loop().create_task(self._start_tls(client, codec))
             return
         if codec is not None:
@@ -215,6 +328,7 @@ class V2Protocol(asyncio.Protocol):
         self.transport = client.transport = transport
         client.tls = connection_info(transport)
         self.upgrading = False
+        self._start_deadline(self._command_time())
         client.send_frame(OK_FRAME)
         client.flush()
         if codec is not None:

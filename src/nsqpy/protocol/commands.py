@@ -8,8 +8,9 @@ import json
 import struct
 
 from .errors import ProtocolError, E_BAD_BODY, E_BAD_MESSAGE
+from .names import is_valid_topic_name
 
-MAX_LINE_LENGTH = 16 * 1024  # nsqd's buffered reader size; longer lines close the connection
+MAX_LINE_LENGTH = 16 * 1024  # nsqd's buffered reader size: a line and its newline must fit in it
 
 _INT32 = struct.Struct(">i")
 
@@ -52,18 +53,65 @@ def check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError
     return None
 
 
-# nsqd checks a body command's parameter count before it reads the body;
-# with the wrong count it answers at once, and no body follows.
+# nsqd checks a body command's parameters before it reads the body; with
+# the wrong count, a bad topic name or a bad DPUB timeout it answers at once
+# (a fatal error), and no body is waited for.
 _BODY_PARAM_COUNTS = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1}
 
 
-def _v2_expects_body(name: bytes, params: list[bytes]) -> bool:
-    if name == b"AUTH":
-        return len(params) == 1
-    return len(params) >= _BODY_PARAM_COUNTS[name]
+def _v2_body_checker(max_defer_ms: int):
+    def expects_body(name: bytes, params: list[bytes]) -> bool:
+        if name == b"AUTH":
+            return len(params) == 1
+        if len(params) < _BODY_PARAM_COUNTS[name]:
+            return False
+        if name == b"IDENTIFY":
+            return True
+        if not is_valid_topic_name(params[1].decode("latin-1")):
+            return False
+        if name == b"DPUB":
+            try:
+                return parse_base10(params[2]) <= max_defer_ms
+            except ValueError:
+                return False
+        return True
+    return expects_body
 
 
-def v2_reader(max_msg_size: int, max_body_size: int) -> "CommandReader":
+# What nsqd answers when a body command's bytes stop coming (the client hung
+# up, or the whole-command deadline passed): before the length, then inside it.
+_TRUNCATED = {
+    b"PUB": ((E_BAD_MESSAGE, "PUB failed to read message body size"),
+             (E_BAD_MESSAGE, "PUB failed to read message body")),
+    b"DPUB": ((E_BAD_MESSAGE, "DPUB failed to read message body size"),
+              (E_BAD_MESSAGE, "DPUB failed to read message body")),
+    b"MPUB": ((E_BAD_BODY, "MPUB failed to read body size"), None),
+    b"IDENTIFY": ((E_BAD_BODY, "IDENTIFY failed to read body size"),
+                  (E_BAD_BODY, "IDENTIFY failed to read body")),
+    b"AUTH": ((E_BAD_BODY, "AUTH failed to read body size"),
+              (E_BAD_BODY, "AUTH failed to read body")),
+}
+
+
+def _truncated_mpub(partial: bytes) -> ProtocolError:
+    """nsqd reads an MPUB body piece by piece: the error names the piece
+    that was cut."""
+    if len(partial) < 4:
+        return ProtocolError(E_BAD_BODY, "MPUB failed to read message count")
+    pos, index = 4, 0
+    while True:
+        if pos + 4 > len(partial):
+            return ProtocolError(E_BAD_MESSAGE, f"MPUB failed to read message({index}) body size")
+        size = _INT32.unpack_from(partial, pos)[0]
+        if size <= 0:
+            return ProtocolError(E_BAD_MESSAGE, f"MPUB invalid message({index}) body size {size}")
+        pos += 4 + size
+        if pos > len(partial):
+            return ProtocolError(E_BAD_MESSAGE, f"MPUB failed to read message({index}) body")
+        index += 1
+
+
+def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_000) -> "CommandReader":
     """The reader for nsqd's V2 protocol."""
     return CommandReader(
         {
@@ -73,7 +121,7 @@ def v2_reader(max_msg_size: int, max_body_size: int) -> "CommandReader":
             b"IDENTIFY": (check_body_size, max_body_size),
             b"AUTH": (check_body_size, max_body_size),
         },
-        expects_body=_v2_expects_body,
+        expects_body=_v2_body_checker(max_defer_ms),
     )
 
 
@@ -154,10 +202,10 @@ class CommandReader:
                 continue
             newline = buffer.find(b"\n", pos)
             if newline < 0:
-                if end - pos > MAX_LINE_LENGTH:
+                if end - pos >= MAX_LINE_LENGTH:
                     return self._abort(commands)
                 break
-            if newline - pos > MAX_LINE_LENGTH:
+            if newline - pos >= MAX_LINE_LENGTH:
                 return self._abort(commands)
             line = buffer[pos:newline]
             pos = newline + 1
@@ -175,6 +223,19 @@ class CommandReader:
         self._buffer = buffer[pos:] if pos < end else b""
         return commands
 
+    def truncation_error(self) -> ProtocolError | None:
+        """The error nsqd sends when the stream ends here: inside a body
+        command's length or body there is one; inside a line there is none."""
+        pending = self._pending
+        if pending is None or self._dead:
+            return None
+        missing_length, missing_body = _TRUNCATED[pending.name]
+        if self._pending_size < 0:
+            return ProtocolError(*missing_length)
+        if missing_body is None:
+            return _truncated_mpub(b"".join(self._body_parts) if self._body_parts else self._buffer)
+        return ProtocolError(*missing_body)
+
     def _abort(self, commands: list[Command]) -> list[Command]:
         self._dead = True
         self._buffer = b""
@@ -189,9 +250,11 @@ def parse_base10(value: bytes) -> int:
     return int(value) if value else 0
 
 
-def parse_mpub_body(body: bytes, max_msg_size: int, max_body_size: int) -> list[bytes]:
+def parse_mpub_body(body: bytes, max_msg_size: int, max_body_size: int, *, exact: bool = True) -> list[bytes]:
     """``[int32 count]([int32 size][bytes])*`` -> message bodies, all validated
-    before any is returned (MPUB is all or nothing)."""
+    before any is returned (MPUB is all or nothing). ``exact``: bytes after
+    the last message are an error (V2, where they would put the stream out of
+    step); nsqd's HTTP ``/mpub?binary=true`` ignores them."""
     length = len(body)
     if length < 4:
         raise ProtocolError(E_BAD_BODY, "MPUB failed to read message count")
@@ -205,7 +268,7 @@ def parse_mpub_body(body: bytes, max_msg_size: int, max_body_size: int) -> list[
     pos = 4
     for index in range(count):
         if pos + 4 > length:
-            raise ProtocolError(E_BAD_BODY, f"MPUB failed to read message({index}) body size")
+            raise ProtocolError(E_BAD_MESSAGE, f"MPUB failed to read message({index}) body size")
         size = unpack_from(body, pos)[0]
         if size <= 0:
             raise ProtocolError(E_BAD_MESSAGE, f"MPUB invalid message({index}) body size {size}")
@@ -216,7 +279,7 @@ def parse_mpub_body(body: bytes, max_msg_size: int, max_body_size: int) -> list[
             raise ProtocolError(E_BAD_MESSAGE, f"MPUB failed to read message({index}) body")
         append(body[pos : pos + size])
         pos += size
-    if pos != length:
+    if exact and pos != length:
         raise ProtocolError(E_BAD_BODY, f"MPUB body has {length - pos} bytes after message({count - 1})")
     return messages
 

@@ -83,9 +83,12 @@ def decode_identify_body(body: bytes, field_types: dict[str, type]) -> dict:
     them (unknown keys ignored, null taken as absent), or ``E_BAD_BODY``.
     Shared by nsqd's V2 and nsqlookupd's V1 IDENTIFY."""
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        # Go's decoder replaces invalid UTF-8 in strings rather than refusing
+        data = json.loads(body.decode("utf-8", "replace"))
+    except ValueError:
         raise ProtocolError(E_BAD_BODY, "IDENTIFY failed to decode JSON body") from None
+    except RecursionError:
+        raise ProtocolError(E_BAD_BODY, "IDENTIFY failed to decode JSON body: nested too deeply") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
