@@ -8,14 +8,18 @@ with NSQ's status codes, including for unknown paths and wrong methods.
 import json
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
+from .net import listen_backlog
 from .protocol.names import is_valid_channel_name, is_valid_topic_name
 
 V1_HEADERS = {"X-NSQ-Content-Type": "nsq; version=1.0"}
 LOG_LEVELS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
 MAX_CONFIG_BODY = 1024 * 1024
-LOG_LEVELS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
-MAX_CONFIG_BODY = 1024 * 1024
+
+# Go reads up to 1 MB of request line and headers; a URL may use all of it,
+# a header field 64 KiB, and there may be 100 of them (a bound per connection).
+REQUEST_LIMITS = {"max_line_size": 1 << 20, "max_field_size": 64 << 10, "max_headers": 100}
 
 
 class HttpError(Exception):
@@ -41,14 +45,13 @@ def empty_response() -> web.Response:
 
 
 def bool_param(request: web.Request, name: str, default: bool) -> bool:
+    """``true``/``1`` and ``false``/``0``; anything else means the default, as in NSQ."""
     value = request.query.get(name)
-    if value is None:
-        return default
     if value in ("true", "1"):
         return True
     if value in ("false", "0"):
         return False
-    raise HttpError(400, "INVALID_REQUEST")
+    return default
 
 
 def topic_param(request: web.Request, invalid: str = "INVALID_ARG_TOPIC") -> str:
@@ -100,16 +103,39 @@ async def nsq_errors(request: web.Request, handler):
         return json_response({"message": "INTERNAL_ERROR"}, 500)
 
 
+class _NsqRequestHandler(RequestHandler):
+    """aiohttp answers a request it cannot parse (bad method, over-long URL,
+    broken chunking) itself: with a traceback in the log and the offending
+    bytes in the body. Ours logs one line and answers NSQ's JSON error, which
+    never repeats what the client sent."""
+
+    def handle_error(self, request, status=500, exc=None, message=None):
+        reason = type(exc).__name__ if exc is not None else "timeout"
+        self.logger.error("HTTP: %s from %s: %s", "bad request" if status < 500 else "failed",
+                          request.remote, reason)
+        text = {400: "BAD_REQUEST", 413: "REQUEST_TOO_LARGE", 431: "HEADERS_TOO_LARGE"}.get(status, "INTERNAL_ERROR")
+        response = json_response({"message": text}, status)
+        response.force_close()
+        return response
+
+
+class _NsqServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _NsqRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
 async def serve(app: web.Application, sites) -> web.AppRunner:
     """Serve ``app`` on bound listening sockets: one socket, or (socket, SSL
     context or None) pairs."""
     if not isinstance(sites, list):
         sites = [(sites, None)]
     # handlers are short; a client holding a connection must not stall shutdown
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=3.0)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=3.0,
+                           logger=app["log"], **REQUEST_LIMITS)
     await runner.setup()
+    runner.server.__class__ = _NsqServer  # aiohttp has no option for its handler class
     for sock, ssl_context in sites:
-        await web.SockSite(runner, sock, ssl_context=ssl_context).start()
+        await web.SockSite(runner, sock, ssl_context=ssl_context, backlog=listen_backlog()).start()
     return runner
 
 

@@ -1,6 +1,8 @@
 """Listening sockets from NSQ-style addresses, with errors an operator can act on."""
 
+import asyncio
 import errno
+import functools
 import os
 import socket
 
@@ -27,6 +29,24 @@ def is_unix_address(address: str) -> bool:
     return False
 
 
+@functools.cache
+def listen_backlog() -> int:
+    """The system's maximum accept queue (``net.core.somaxconn``), which Go
+    asks for on every listener: a burst of connects then waits in the queue
+    instead of in SYN retransmits."""
+    try:
+        with open("/proc/sys/net/core/somaxconn") as f:
+            return max(int(f.read()), 1)
+    except (OSError, ValueError):
+        return socket.SOMAXCONN
+
+
+async def serve_tcp(protocol_factory, sock: socket.socket):
+    """An asyncio server on a listening socket, keeping its full backlog
+    (``create_server`` would otherwise listen again with 100)."""
+    return await asyncio.get_running_loop().create_server(protocol_factory, sock=sock, backlog=listen_backlog())
+
+
 def listen(address: str, what: str, flag: str) -> socket.socket:
     """A bound, listening socket for ``address``. ``what`` names the listener
     (``TCP``, ``HTTP``) and ``flag`` the option that sets it, for the error."""
@@ -43,7 +63,7 @@ def listen(address: str, what: str, flag: str) -> socket.socket:
             sock = socket.socket(family, kind, proto)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(sockaddr)
-        sock.listen(1024)
+        sock.listen(listen_backlog())
         sock.setblocking(False)
         return sock
     except OSError as error:

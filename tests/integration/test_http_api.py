@@ -49,7 +49,7 @@ def test_info(shared_nsqd):
     ("POST", "/channel/create?topic=x", 400, "MISSING_ARG_CHANNEL"),
     ("POST", "/channel/create?topic=x&channel=b*d", 400, "INVALID_ARG_CHANNEL"),
     ("GET", "/config/no_such_option", 400, "INVALID_OPTION"),
-    ("GET", "/stats?include_clients=maybe", 400, "INVALID_REQUEST"),
+    ("GET", "/config/..%2f..", 404, "NOT_FOUND"),
 ])
 def test_errors_are_json_messages_with_nsq_status(shared_nsqd, method, path, status, message):
     got, headers, body = http(method, shared_nsqd.http_url + path)

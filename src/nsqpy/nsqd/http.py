@@ -128,7 +128,7 @@ class HttpApi:
         binary = request.query.get("binary")
         if binary is not None and binary not in ("false", "0"):
             try:
-                bodies = parse_mpub_body(body, options.max_msg_size, options.max_body_size)
+                bodies = parse_mpub_body(body, options.max_msg_size, options.max_body_size, exact=False)
             except ProtocolError as error:
                 raise HttpError(413, error.code.removeprefix("E_")) from None
         else:
@@ -246,6 +246,8 @@ class HttpApi:
     # --- runtime configuration -------------------------------------------------------------------
 
     def _config_value(self, name: str):
+        if "/" in name:
+            raise HttpError(404, "NOT_FOUND")  # an escaped path, not an option name
         nsqd = self.nsqd
         if name == "nsqlookupd_tcp_addresses":
             return nsqd.nsqlookupd_tcp_addresses
@@ -263,6 +265,7 @@ class HttpApi:
     async def config_put(self, request):
         name = request.match_info["opt"]
         if name not in ("nsqlookupd_tcp_addresses", "log_level"):
+            self._config_value(name)  # 404 or 400 as for a GET
             raise HttpError(400, "INVALID_OPTION")
         body = await read_body(request, MAX_CONFIG_BODY, "INVALID_VALUE")
         nsqd = self.nsqd
@@ -279,7 +282,7 @@ class HttpApi:
                     raise ValueError
                 for address in addresses:
                     split_host_port(address)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise HttpError(400, "INVALID_VALUE") from None
             nsqd.set_lookupd_addresses(addresses)
         return json_response(self._config_value(name))

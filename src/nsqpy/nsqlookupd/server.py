@@ -1,12 +1,11 @@
 """The nsqlookupd daemon: a TCP listener for nsqd peers, an HTTP API for
 consumers and operators, one registration database in memory."""
 
-import asyncio
 import logging
 import socket
 
 from ..errors import StartupError
-from ..net import ListenError, bound_address, bound_port, close_listeners, listen
+from ..net import ListenError, bound_address, bound_port, close_listeners, listen, serve_tcp
 from .http import LookupHttpApi
 from .options import NsqlookupdOptions
 from .registry import RegistrationDB
@@ -29,11 +28,10 @@ class NSQLookupd:
         self._http = None
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
         options = self.options
         try:
             tcp_sock = listen(options.tcp_address, "TCP", "--tcp-address")
-            self._tcp_server = await loop.create_server(lambda: LookupProtocol(self), sock=tcp_sock)
+            self._tcp_server = await serve_tcp(lambda: LookupProtocol(self), tcp_sock)
             self.tcp_port = bound_port(tcp_sock)
             self.log.info("TCP: listening on %s", bound_address(tcp_sock))
             http_sock = listen(options.http_address, "HTTP", "--http-address")
