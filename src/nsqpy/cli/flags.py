@@ -8,9 +8,20 @@ the command line wins over the file, the file over the defaults.
 """
 
 import argparse
+import importlib.metadata
 import tomllib
 
 from ..options import OptionSpec, option_specs, parse_duration
+
+
+def nsqpy_version_line(program: str) -> str:
+    """``nsqpy 0.1.0``: nsqpy's own commands report the installed package's
+    version (NSQ-shaped daemons and tools keep NSQ's line, which clients parse)."""
+    try:
+        version = importlib.metadata.version("nsqpy")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        from .. import __version__ as version
+    return f"{program} {version}"
 
 
 def parse_bool(text: str) -> bool:
@@ -43,9 +54,16 @@ def _typed(convert, name: str):
     return parse
 
 
+class _Parser(argparse.ArgumentParser):
+    """A bad flag is reported in one line, the last a person sees: the usage
+    of a program with fifty flags would bury it (``--help`` shows them)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(program: str, options_class) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=program, allow_abbrev=False, add_help=False,
-                                     argument_default=argparse.SUPPRESS)
+    parser = _Parser(prog=program, allow_abbrev=False, add_help=False, argument_default=argparse.SUPPRESS)
     parser.add_argument("-h", "-help", "--help", action="help", help="show this help and exit")
     parser.add_argument("-version", "--version", action="store_true", help="print version string")
     parser.add_argument("-config", "--config", metavar="FILE", help="path to config file")

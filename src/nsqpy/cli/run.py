@@ -31,7 +31,8 @@ def tune_gc() -> None:
 
 def run_daemon(daemon, log) -> int:
     """``daemon`` has ``async start()`` and ``async stop()``; a StartupError
-    from start() is logged as one line and exits 1."""
+    from start() is logged as one line and exits 1; stop() may return a
+    non-zero exit status (nsqd: messages it could not persist)."""
     tune_gc()
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
@@ -48,8 +49,7 @@ def run_daemon(daemon, log) -> int:
             return 1
         await stop.wait()
         log.info("received signal, shutting down")
-        await daemon.stop()
-        return 0
+        return await daemon.stop() or 0
 
     try:
         return loop.run_until_complete(serve())

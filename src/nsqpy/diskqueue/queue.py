@@ -340,11 +340,16 @@ class DiskQueue:
             pass
 
     def _load_metadata(self) -> None:
+        # A new queue opens no file until it is written: asking with stat()
+        # first lets a topic be created while the process is out of descriptors.
+        if not os.path.exists(self.metadata_file_name):
+            self._recover_tail()  # a first segment without meta: count what it holds
+            return
         try:
             with open(self.metadata_file_name) as f:
                 text = f.read()
         except FileNotFoundError:
-            self._recover_tail()  # a first segment without meta: count what it holds
+            self._recover_tail()
             return
         try:
             depth_line, read_line, write_line = text.split("\n")[:3]
@@ -370,6 +375,8 @@ class DiskQueue:
         in, and cut off a torn last record. NSQ starts a new file and loses
         them; after kill -9 they are in the page cache and were acknowledged."""
         path = self.file_name(self.write_file_num)
+        if not os.path.exists(path):
+            return
         try:
             with open(path, "rb") as f:
                 f.seek(self.write_pos)

@@ -250,11 +250,12 @@ class Channel:
             client.in_flight.clear()
             client.close()
         self.deferred.clear()
-        persisted = self.queue.persist(leftovers)
-        self.queue.close()
-        if disk is not None:
-            disk.close()
-        return persisted + kept
+        try:
+            return self.queue.persist(leftovers) + kept
+        finally:
+            self.queue.close()
+            if disk is not None:
+                disk.close()
 
     def delete(self) -> None:
         self.exiting = True

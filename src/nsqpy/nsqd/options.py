@@ -118,6 +118,11 @@ class NsqdOptions:
             raise ValueError("--max-msg-size and --max-body-size must be > 0")
         if self.max_bytes_per_file <= 0:
             raise ValueError(f"--max-bytes-per-file {self.max_bytes_per_file} must be > 0")
+        for address in self.nsqlookupd_tcp_addresses:
+            try:
+                split_host_port(address)
+            except ValueError:
+                raise ValueError(f"--lookupd-tcp-address {address!r} must be host:port") from None
         if self.statsd_address:
             try:
                 split_host_port(self.statsd_address)

@@ -6,6 +6,33 @@ from ..diskqueue import DiskQueue
 from .message import Message
 
 
+class MessagesLost(Exception):
+    """A shutdown wrote ``persisted`` messages and could not write ``lost``."""
+
+    def __init__(self, lost: int, persisted: int, cause: OSError):
+        super().__init__(f"{lost} messages could not be written: {cause.strerror or cause}")
+        self.lost = lost
+        self.persisted = persisted
+        self.cause = cause
+
+    @staticmethod
+    def tally(closers) -> int:
+        """Run every closer (each returns how many it persisted) even when one
+        loses messages; -> the total persisted, or MessagesLost for them all."""
+        persisted = lost = 0
+        cause = None
+        for close in closers:
+            try:
+                persisted += close()
+            except MessagesLost as error:
+                persisted += error.persisted
+                lost += error.lost
+                cause = cause or error.cause
+        if lost:
+            raise MessagesLost(lost, persisted, cause)
+        return persisted
+
+
 class MessageQueue:
     """Holds up to ``capacity`` messages in memory and overflows to ``disk``.
 
@@ -89,20 +116,20 @@ class MessageQueue:
         return None
 
     def persist(self, messages) -> int:
-        """Write ``messages`` and the memory backlog to disk (clean shutdown)."""
+        """Write ``messages`` and the memory backlog to disk (clean shutdown).
+        Raises ``MessagesLost`` when the disk refuses: what was not written
+        is gone, and the operator must hear how much."""
         if self.disk is None:
             return 0
-        count = 0
-        for message in messages:
-            self.disk.put(message.encode())
+        pending = [*messages, *self.memory]
+        self.memory.clear()
+        for written, message in enumerate(pending):
+            try:
+                self.disk.put(message.encode())
+            except OSError as error:
+                raise MessagesLost(len(pending) - written, written, error) from None
             self.ack(message)
-            count += 1
-        while self.memory:
-            message = self.memory.popleft()
-            self.disk.put(message.encode())
-            self.ack(message)
-            count += 1
-        return count
+        return len(pending)
 
     def clear(self) -> None:
         self.memory.clear()

@@ -16,7 +16,7 @@ import aiohttp
 
 from ..diskqueue import DiskQueue
 from ..errors import StartupError
-from ..net import ListenError, bound_address, bound_port, close_listeners, listen
+from ..net import ListenError, bound_address, bound_port, close_listeners, listen, serve_tcp
 from ..protocol import NSQ_VERSION
 from ..protocol import lookup as lookup_v1
 from ..protocol.identify import IdentifyPolicy
@@ -29,7 +29,7 @@ from .http import HttpApi
 from .latency import LatencyWindow
 from .lookup import LookupPeer
 from .options import NsqdOptions
-from .queue import MessageQueue
+from .queue import MessageQueue, MessagesLost
 from .statsd import StatsdPusher
 from .tls import server_context
 from .tcp import V2Protocol
@@ -101,9 +101,10 @@ class NSQD:
         self._lock_data_path()
         try:
             self._load_metadata()
+            self._check_writable()
             options = self.options
             tcp_sock = listen(options.tcp_address, "TCP", "--tcp-address")
-            self._tcp_server = await self.loop.create_server(lambda: V2Protocol(self), sock=tcp_sock)
+            self._tcp_server = await serve_tcp(lambda: V2Protocol(self), tcp_sock)
             self.tcp_address = bound_address(tcp_sock)
             self.tcp_port = bound_port(tcp_sock)
             self.log.info("TCP: listening on %s", self.tcp_address)
@@ -128,7 +129,6 @@ class NSQD:
             if isinstance(error, ListenError):
                 raise StartupError(str(error)) from None
             raise
-        self._persist_metadata()
         self.set_lookupd_addresses(self.options.nsqlookupd_tcp_addresses)
         self._tasks = [
             self.loop.create_task(self._queue_scan_loop()),
@@ -137,10 +137,11 @@ class NSQD:
         if self.options.statsd_address:
             self._tasks.append(self.loop.create_task(StatsdPusher(self).run()))
 
-    async def stop(self) -> None:
-        """Clean shutdown: stop listening, persist every message, release the lock."""
+    async def stop(self) -> int:
+        """Clean shutdown: stop listening, persist every message, release the
+        lock. -> the exit status: 1 when acknowledged messages were lost."""
         if self.exiting:
-            return
+            return 0
         self.exiting = True
         await self._close_listeners()
         for task in self._tasks:
@@ -148,17 +149,20 @@ class NSQD:
         for peer in self.lookup_peers.values():
             await peer.stop()
         self._persist_metadata()
-        persisted = 0
-        for topic in list(self.topics.values()):
-            try:
-                persisted += topic.close()
-            except OSError as error:
-                self.log.error("TOPIC(%s): failed to persist messages: %s", topic.name, error)
+        lost = None
+        try:
+            persisted = MessagesLost.tally([topic.close for topic in list(self.topics.values())])
+        except MessagesLost as error:
+            persisted, lost = error.persisted, error
         for client in list(self.clients.values()):
             client.close()
         await asyncio.sleep(0)  # let the transports report their closing
         self._unlock_data_path()
+        if lost is not None:
+            self.log.error("NSQ: persisted %d messages to %s; %s; exiting", persisted, self.data_path, lost)
+            return 1
         self.log.info("NSQ: persisted %d messages to %s; exiting", persisted, self.data_path)
+        return 0
 
     async def _close_listeners(self) -> None:
         tcp_server, http_api, self._tcp_server, self._http = self._tcp_server, self._http, None, None
@@ -168,6 +172,8 @@ class NSQD:
         """Exclusive flock on the data directory itself, as NSQ takes it, so two
         daemons (ours or NSQ's) never share one."""
         path = self.data_path
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise StartupError(f"--data-path {path} is a file, not a directory; choose a directory")
         try:
             os.makedirs(path, exist_ok=True)
             fd = os.open(path, os.O_RDONLY)
@@ -183,6 +189,15 @@ class NSQD:
                 ) from None
             raise StartupError(f"--data-path {path}: cannot lock: {error.strerror}") from None
         self._lock_fd = fd
+
+    def _check_writable(self) -> None:
+        """Refuse to start where messages could be acknowledged and then not
+        persisted: nsqd.dat is written now, as NSQ writes it at startup."""
+        try:
+            metadata.write(self.data_path, self.topics.values())
+        except OSError as error:
+            raise StartupError(f"--data-path {self.data_path} is not writable ({error.strerror or error}); "
+                               "fix its permissions or choose another --data-path") from None
 
     def _unlock_data_path(self) -> None:
         if self._lock_fd is not None:

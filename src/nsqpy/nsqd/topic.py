@@ -9,7 +9,7 @@ from ..protocol.names import is_ephemeral
 from .channel import Channel
 from .guid import GuidFactory
 from .message import Message
-from .queue import MessageQueue
+from .queue import MessageQueue, MessagesLost
 
 DRAIN_CHUNK = 1000
 
@@ -139,10 +139,11 @@ class Topic:
     def close(self) -> int:
         """Persist everything (channels first) and stop. Returns messages persisted."""
         self.exiting = True
-        persisted = sum(channel.close() for channel in self.channels.values())
-        persisted += self.queue.persist(())
-        self.queue.close()
-        return persisted
+        try:
+            return MessagesLost.tally([*(channel.close for channel in self.channels.values()),
+                                       lambda: self.queue.persist(())])
+        finally:
+            self.queue.close()
 
     def delete(self) -> None:
         self.exiting = True
