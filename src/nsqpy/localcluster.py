@@ -6,6 +6,9 @@ where it is (port 0 means an ephemeral port). ``stop()`` always leaves no
 process behind (SIGTERM, then SIGKILL).
 """
 
+import concurrent.futures
+import ctypes
+import ctypes.util
 import os
 import re
 import signal
@@ -16,6 +19,33 @@ import time
 from collections import deque
 
 _LISTENING = re.compile(r"(TCP|HTTP|HTTPS): listening on (\S+)")
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """-> a ``preexec_fn`` that makes the child get SIGTERM when the process
+    that started it dies, however it dies (SIGKILL included), so no daemon
+    outlives its supervisor holding the ports. Linux only; elsewhere None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the prctl
+            os._exit(1)
+    return preexec
+
+
+# The kernel sends the parent-death signal when the *thread* that forked the
+# child ends, not the process: daemons are forked by this one thread, which
+# lives as long as the process, whichever thread asks for them.
+_spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsqpy-spawner")
+
+
+def _spawn(command: list[str], **popen_args) -> subprocess.Popen:
+    return _spawner.submit(subprocess.Popen, command, preexec_fn=_die_with_parent(), **popen_args).result()
 
 
 class DaemonProcess:
@@ -39,11 +69,12 @@ class DaemonProcess:
 
     def start(self, timeout: float = 15.0) -> "DaemonProcess":
         self.addresses = {}
-        self.process = subprocess.Popen(
+        self.process = _spawn(
             self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             env={**os.environ, **(self.env or {})}, text=True, errors="replace",
             # its own session: a terminal's Ctrl-C reaches only whoever supervises it,
-            # which stops daemons in order (nsqd before nsqlookupd)
+            # which stops daemons in order (nsqd before nsqlookupd); and it dies
+            # with its supervisor (see _spawn)
             start_new_session=True,
         )
         threading.Thread(target=self._read_output, args=(self.process,), daemon=True).start()

@@ -14,12 +14,12 @@ import signal
 import sys
 import threading
 
-from .. import version_line
+from .flags import nsqpy_version_line
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="nsq_to_parquet", description=__doc__.split("\n")[0].split(": ", 1)[1])
-    parser.add_argument("--version", action="version", version=version_line("nsq_to_parquet"))
+    parser.add_argument("--version", action="version", version=nsqpy_version_line("nsq_to_parquet"))
     parser.add_argument("--topic", required=True, help="NSQ topic to archive")
     parser.add_argument("--channel", default="nsq_to_parquet", help="NSQ channel (default nsq_to_parquet)")
     parser.add_argument("--lookupd-http-address", action="append", default=[], metavar="ADDR",

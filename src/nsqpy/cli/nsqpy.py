@@ -1,7 +1,9 @@
 """``nsqpy``: commands that are nsqpy's own rather than NSQ's.
 
 ``nsqpy cluster [--nsqd N]`` runs nsqlookupd and N nsqd registered with it
-in the foreground, prints where each is, and stops them all on Ctrl-C.
+in the foreground, prints where each is, and stops them all on Ctrl-C,
+SIGTERM or SIGHUP (the terminal closed); if it is killed outright, the
+daemons get SIGTERM from the kernel (see ``localcluster``).
 """
 
 import argparse
@@ -10,6 +12,7 @@ import sys
 import time
 
 from ..localcluster import LocalCluster
+from .flags import nsqpy_version_line
 
 
 class _Stop(Exception):
@@ -23,8 +26,8 @@ def _raise_stop(signum, frame):
 def cluster(args) -> int:
     nodes = LocalCluster(args.nsqd, args.data_path, host=args.host, ephemeral_ports=args.ephemeral_ports,
                          nsqd_args=tuple(args.nsqd_arg))
-    signal.signal(signal.SIGTERM, _raise_stop)
-    signal.signal(signal.SIGINT, _raise_stop)
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, _raise_stop)
     try:
         try:
             nodes.start()
@@ -46,7 +49,8 @@ def cluster(args) -> int:
         print("stopping cluster", flush=True)
         return 0
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the shutdown finish
+        for number in (signal.SIGINT, signal.SIGHUP):
+            signal.signal(number, signal.SIG_IGN)  # let the shutdown finish
         nodes.stop()
         if nodes.processes:
             print("cluster stopped", flush=True)
@@ -54,6 +58,7 @@ def cluster(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nsqpy", description="nsqpy's own commands")
+    parser.add_argument("--version", action="version", version=nsqpy_version_line("nsqpy"))
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("cluster", help="run nsqlookupd and N nsqd registered with it, in the foreground")
     run.add_argument("--nsqd", type=int, default=1, help="how many nsqd nodes (default 1)")
