@@ -30,6 +30,8 @@ class Cluster:
         assert status == 200, answer
 
     def create_channel(self, index: int, topic: str, channel: str) -> None:
+        """The topic too, if it does not exist yet."""
+        assert http_json("POST", f"{self.nsqds[index].http_url}/topic/create?topic={topic}")[0] == 200
         url = f"{self.nsqds[index].http_url}/channel/create?topic={topic}&channel={urllib.parse.quote(channel)}"
         assert http_json("POST", url)[0] == 200
 

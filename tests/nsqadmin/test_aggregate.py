@@ -4,7 +4,7 @@ percentiles merged over nodes, and rates and drain time from samples."""
 import logging
 
 from nsqpy.nsqadmin import aggregate
-from nsqpy.nsqadmin.history import StatsHistory
+from nsqpy.nsqadmin.history import StatsHistory, totals_by_key
 
 
 def raw_channel(name, depth, count, percentiles=None, latency_count=0):
@@ -39,11 +39,11 @@ def test_no_percentiles_stay_null():
 
 def test_rates_drain_time_and_counter_reset():
     history = StatsHistory(cluster=None, interval=1.0, retention=60.0, log=logging.getLogger("test"))
-    #                    message_count, depth, in_flight, deferred
-    history.record(100.0, {("t", "c"): (100, 100, 0, 0)})
-    history.record(101.0, {("t", "c"): (150, 130, 10, 0)})  # +50 in, 10 finished
-    history.record(102.0, {("t", "c"): (150, 100, 0, 0)})   # 40 more finished
-    history.record(103.0, {("t", "c"): (5, 5, 0, 0)})       # nsqd restarted: counters start again
+    #                    message_count, depth, in_flight, deferred, out
+    history.record(100.0, {("t", "c"): (100, 100, 0, 0, 0)})
+    history.record(101.0, {("t", "c"): (150, 130, 10, 0, 10)})  # +50 in, 10 finished
+    history.record(102.0, {("t", "c"): (150, 100, 0, 0, 50)})   # 40 more finished
+    history.record(103.0, {("t", "c"): (5, 5, 0, 0, 0)})        # nsqd restarted: counters start again
     points = history.points("t", "c")
     assert [(p["rate_in"], p["rate_out"]) for p in points] == [(50, 10), (0, 40), (0, 0)]
     summary = history.summary("t", "c")
@@ -53,8 +53,18 @@ def test_rates_drain_time_and_counter_reset():
     assert history.points("t", "c") == [] and history.summary("t", "c")["depth"] is None
 
 
+def test_topic_totals_count_what_waits_in_its_channels():
+    node = [aggregate.topic_stats("a:1", "h", {
+        "topic_name": "t", "depth": 4, "backend_depth": 0, "message_count": 30,
+        "channels": [raw_channel("c1", 6, 20), raw_channel("c2", 1, 30)]})]
+    totals = totals_by_key([node, node])
+    # per node: c1 holds 6 + 2 in flight, finished 12; c2 holds 1 + 2, finished 27
+    assert totals[("t", "c1")] == (40, 12, 4, 0, 24)
+    assert totals[("t",)] == (60, 2 * (4 + 6 + 1), 8, 0, 2 * (12 + 27))
+
+
 def test_retention_bounds_the_samples():
     history = StatsHistory(cluster=None, interval=1.0, retention=5.0, log=logging.getLogger("test"))
     for second in range(100):
-        history.record(float(second), {("t",): (second, 0, 0, 0)})
+        history.record(float(second), {("t",): (second, 0, 0, 0, 0)})
     assert len(history.points("t")) == 5

@@ -6,9 +6,11 @@ keeps ``--history-retention`` worth of samples in memory. Rates are derived
 when asked for, from the counters of consecutive samples:
 
 * in: growth of ``message_count`` (published to the topic, or put on the channel);
-* out: growth of what has left the queue, i.e. ``message_count`` minus what
-  is still held (topic: depth; channel: depth, in flight and deferred). For a
-  channel that is what consumers finished (or what was emptied).
+* out: growth of what has left a channel, i.e. its ``message_count`` minus
+  what it still holds (depth, in flight, deferred): what consumers finished
+  (or what was emptied). A topic's out is the sum over its channels, and its
+  depth, in flight and deferred count what waits in the topic and in every
+  channel, so depth / out is the time to drain everything queued.
 
 A counter that goes down (an nsqd restarted) counts as no traffic, not as a
 negative rate. A node that misses a sample keeps its last figures, so one
@@ -31,27 +33,26 @@ class Sample:
     depth: int
     in_flight: int
     deferred: int
-
-    @property
-    def left(self) -> int:
-        return self.message_count - self.depth - self.in_flight - self.deferred
+    out: int  # messages that have left (a counter)
 
 
-def _add(totals: dict, key: tuple, message_count: int, depth: int, in_flight: int, deferred: int) -> None:
-    old = totals.get(key, (0, 0, 0, 0))
-    totals[key] = (old[0] + message_count, old[1] + depth, old[2] + in_flight, old[3] + deferred)
+def _add(totals: dict, key: tuple, *values: int) -> None:
+    old = totals.get(key, (0, 0, 0, 0, 0))
+    totals[key] = tuple(a + b for a, b in zip(old, values))
 
 
 def totals_by_key(node_topics: list[list[dict]]) -> dict[tuple, tuple]:
-    """(topic,) and (topic, channel) -> summed (message_count, depth, in_flight, deferred)."""
+    """(topic,) and (topic, channel) -> summed (message_count, depth, in_flight, deferred, out)."""
     totals: dict[tuple, tuple] = {}
     for topics in node_topics:
         for topic in topics:
             name = topic["topic_name"]
-            _add(totals, (name,), topic["message_count"], topic["depth"], 0, 0)
+            _add(totals, (name,), topic["message_count"], topic["depth"], 0, 0, 0)
             for channel in topic["channels"]:
-                _add(totals, (name, channel["channel_name"]), channel["message_count"], channel["depth"],
-                     channel["in_flight_count"], channel["deferred_count"])
+                held = (channel["depth"], channel["in_flight_count"], channel["deferred_count"])
+                out = channel["message_count"] - sum(held)
+                _add(totals, (name, channel["channel_name"]), channel["message_count"], *held, out)
+                _add(totals, (name,), 0, *held, out)
     return totals
 
 
@@ -128,7 +129,7 @@ class StatsHistory:
             points.append({"t": round(after.at, 3), "depth": after.depth, "in_flight": after.in_flight,
                            "deferred": after.deferred,
                            "rate_in": round(_rate(before.message_count, after.message_count, seconds), 3),
-                           "rate_out": round(_rate(before.left, after.left, seconds), 3)})
+                           "rate_out": round(_rate(before.out, after.out, seconds), 3)})
         return points
 
     def summary(self, topic: str, channel: str | None = None) -> dict:
