@@ -3,10 +3,12 @@ and a blocking SyncProducer for scripts and Spark executors."""
 
 from .config import Config, ConfigError
 from .consumer import Consumer, ConsumerStats
+from .dedup import DedupWindow
 from .errors import ConnectionClosedError, NoNodeAvailableError, NSQError, ProtocolError, StoppedError
 from .message import Message
 from .producer import Producer
 from .sync import SyncProducer
 
-__all__ = ["Config", "ConfigError", "Consumer", "ConsumerStats", "ConnectionClosedError", "Message",
+__all__ = ["Config", "ConfigError", "Consumer", "ConsumerStats", "ConnectionClosedError", "DedupWindow",
+           "Message",
            "NoNodeAvailableError", "NSQError", "Producer", "ProtocolError", "StoppedError", "SyncProducer"]
