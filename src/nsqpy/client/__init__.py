@@ -10,5 +10,5 @@ from .producer import Producer
 from .sync import SyncProducer
 
 __all__ = ["Config", "ConfigError", "Consumer", "ConsumerStats", "ConnectionClosedError", "DedupWindow",
-           "Message",
-           "NoNodeAvailableError", "NSQError", "Producer", "ProtocolError", "StoppedError", "SyncProducer"]
+           "Message", "NoNodeAvailableError", "NSQError", "Producer", "ProtocolError", "StoppedError",
+           "SyncProducer"]
