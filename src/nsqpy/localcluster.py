@@ -50,14 +50,16 @@ def _spawn(command: list[str], **popen_args) -> subprocess.Popen:
 
 class DaemonProcess:
     def __init__(self, program: str, args: list[str], *, ready: tuple[str, ...] = ("TCP", "HTTP"),
-                 env: dict | None = None, log_path: str | None = None):
+                 env: dict | None = None, log_path: str | None = None, wrapper: tuple[str, ...] = ()):
         """``log_path``: append the daemon's log there and keep only its last
-        lines in memory (for long runs); without it every line is kept."""
+        lines in memory (for long runs); without it every line is kept.
+        ``wrapper``: a command the daemon runs under, e.g. ``prlimit --nofile=128 --``."""
         self.program = program
         self.args = list(args)
         self.ready = ready
         self.env = env
         self.log_path = log_path
+        self.wrapper = tuple(wrapper)
         self.addresses: dict[str, str] = {}
         self.log_lines: deque[str] = deque(maxlen=200 if log_path else None)
         self.process: subprocess.Popen | None = None
@@ -65,7 +67,7 @@ class DaemonProcess:
 
     @property
     def command(self) -> list[str]:
-        return [sys.executable, "-m", f"nsqpy.cli.{self.program}", *self.args]
+        return [*self.wrapper, sys.executable, "-m", f"nsqpy.cli.{self.program}", *self.args]
 
     def start(self, timeout: float = 15.0) -> "DaemonProcess":
         self.addresses = {}
@@ -169,12 +171,12 @@ class DaemonProcess:
             self.process.wait(5)
 
 
-def nsqd_process(data_path: str, *extra: str) -> DaemonProcess:
+def nsqd_process(data_path: str, *extra: str, wrapper: tuple[str, ...] = ()) -> DaemonProcess:
     """An nsqd on ephemeral loopback ports storing into ``data_path``."""
     return DaemonProcess("nsqd", [
         "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0", "--https-address=127.0.0.1:0",
         f"--data-path={data_path}", "--broadcast-address=127.0.0.1", *extra,
-    ])
+    ], wrapper=wrapper)
 
 
 def nsqlookupd_process(*extra: str) -> DaemonProcess:
