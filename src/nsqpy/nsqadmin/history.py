@@ -69,6 +69,7 @@ class StatsHistory:
         self._series: dict[tuple, collections.deque] = {}
         self._last_by_node: dict[str, list[dict]] = {}
         self._task: asyncio.Task | None = None
+        self._last_problem = ""
         self._depth = max(2, int(retention / interval) + 1) if interval > 0 else 0
 
     @property
@@ -91,12 +92,21 @@ class StatsHistory:
         while True:
             try:
                 await self.sample()
+                self._report("")
             except (AllFailed, UpstreamError) as error:
-                self.log.warning("history: no stats this round: %s", error)
+                self._report(str(error))
             except Exception:
                 self.log.exception("history: sampling failed")
             next_at = max(next_at + self.interval, loop.time())
             await asyncio.sleep(next_at - loop.time())
+
+    def _report(self, problem: str) -> None:
+        """Log a cluster that stopped answering once per outage, not every round."""
+        if problem and not self._last_problem:
+            self.log.warning("history: no stats, the charts pause until the cluster answers: %s", problem)
+        elif self._last_problem and not problem:
+            self.log.info("history: sampling stats again")
+        self._last_problem = problem
 
     async def sample(self) -> None:
         """Read every node once and append one sample per topic and channel."""

@@ -18,8 +18,6 @@ from aiohttp import web
 from .upstream import UpstreamError
 
 MAX_PENDING = 100
-ACTIONS = ("create_topic", "create_channel", "delete_topic", "delete_channel", "empty_topic", "empty_channel",
-           "pause_topic", "pause_channel", "unpause_topic", "unpause_channel", "tombstone_topic_producer")
 
 
 def basic_auth_user(request: web.Request) -> str:

@@ -104,11 +104,9 @@ class Pages:
         return page
 
     def render(self, template: str, status: int = 200, **context) -> web.Response:
-        options = self.admin.options
         page = self.env.get_template(template).render(
             base=self.base, graphite=self.admin.graphite.enabled, history_enabled=self.history.enabled,
-            history_interval=self.history.interval, uses_lookupd=self.cluster.uses_lookupd,
-            admin_users=bool(options.admin_users), **context)
+            history_interval=self.history.interval, uses_lookupd=self.cluster.uses_lookupd, **context)
         return web.Response(text=page, status=status, content_type="text/html", charset="utf-8")
 
     async def guarded(self, template: str, build, **context) -> web.Response:
