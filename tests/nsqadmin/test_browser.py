@@ -197,3 +197,11 @@ def test_what_clients_send_is_text_not_markup(tab, cluster, busy_topic, consumer
     assert page.evaluate("() => window.pwned") is None
     assert page.locator("#clients img, #clients b").count() == 0
     assert tab.dialogs == []
+
+
+def test_open_pages_refresh_themselves(tab, cluster, busy_topic):
+    page = tab.open(f"/topics/{busy_topic}")
+    assert tab.text("#topic-messages") == "5"
+    cluster.publish(1, busy_topic, b"f", b"g", b"h")
+    page.wait_for_function("() => document.getElementById('topic-messages').textContent.trim() === '8'",
+                           timeout=12_000)  # pages refresh every 5 s
