@@ -109,71 +109,55 @@ class Pages:
             history_interval=self.history.interval, uses_lookupd=self.cluster.uses_lookupd, **context)
         return web.Response(text=page, status=status, content_type="text/html", charset="utf-8")
 
-    async def guarded(self, template: str, build, **context) -> web.Response:
-        """Render ``template`` with what ``build()`` returns, and its warnings."""
-        data, errors = await build()
-        return self.render(template, warnings=errors, **data, **context)
-
     async def topics_page(self, request):
-        async def build():
-            topics, errors = await self.cluster.topics()
-            rows = [{"name": t, **self.history.summary(t)} for t in topics]
-            return {"topics": rows}, errors
-        return await self.guarded("topics.html", build, page="topics")
+        topics, errors = await self.cluster.topics()
+        rows = [{"name": t, **self.history.summary(t)} for t in topics]
+        return self.render("topics.html", page="topics", warnings=errors, topics=rows)
 
     async def topic_page(self, request):
         topic = _name(request, "topic")
-
-        async def build():
-            per_node, errors = await self.cluster.topic_stats(topic)
-            if not per_node:
-                raise HttpError(404, "TOPIC_NOT_FOUND")
-            stats = aggregate.aggregate_topic(topic, per_node)
-            return {"topic": stats, "summary": self.history.summary(topic),
-                    "quantiles": quantiles_of(stats, *stats["nodes"], *stats["channels"]),
-                    "graphite_target": self.admin.graphite.rate_target(topic)}, errors
-        return await self.guarded("topic.html", build, page="topics", topic_name=topic)
+        per_node, errors = await self.cluster.topic_stats(topic)
+        if not per_node:
+            raise HttpError(404, "TOPIC_NOT_FOUND")
+        stats = aggregate.aggregate_topic(topic, per_node)
+        return self.render("topic.html", page="topics", warnings=errors, topic_name=topic, topic=stats,
+                           summary=self.history.summary(topic),
+                           quantiles=quantiles_of(stats, *stats["nodes"], *stats["channels"]),
+                           graphite_target=self.admin.graphite.rate_target(topic))
 
     async def channel_page(self, request):
         topic, channel = _name(request, "topic"), _name(request, "channel")
-
-        async def build():
-            per_node, errors = await self.cluster.topic_stats(topic, channel)
-            channels = [c for t in per_node for c in t["channels"] if c["channel_name"] == channel]
-            if not channels:
-                raise HttpError(404, "CHANNEL_NOT_FOUND")
-            stats = aggregate.aggregate_channel(topic, channel, channels)
-            return {"channel": stats, "summary": self.history.summary(topic, channel),
-                    "quantiles": quantiles_of(stats, *stats["nodes"]),
-                    "graphite_target": self.admin.graphite.rate_target(topic, channel)}, errors
-        return await self.guarded("channel.html", build, page="topics", topic_name=topic, channel_name=channel)
+        per_node, errors = await self.cluster.topic_stats(topic, channel)
+        channels = [c for t in per_node for c in t["channels"] if c["channel_name"] == channel]
+        if not channels:
+            raise HttpError(404, "CHANNEL_NOT_FOUND")
+        stats = aggregate.aggregate_channel(topic, channel, channels)
+        return self.render("channel.html", page="topics", warnings=errors, topic_name=topic, channel_name=channel,
+                           channel=stats, summary=self.history.summary(topic, channel),
+                           quantiles=quantiles_of(stats, *stats["nodes"]),
+                           graphite_target=self.admin.graphite.rate_target(topic, channel))
 
     async def nodes_page(self, request):
-        async def build():
-            producers, errors = await self.cluster.producers()
-            newest = max((semver(p.version) for p in producers), default=(0, 0, 0))
-            return {"nodes": [p.api_entry(newest) for p in producers]}, errors
-        return await self.guarded("nodes.html", build, page="nodes")
+        producers, errors = await self.cluster.producers()
+        newest = max((semver(p.version) for p in producers), default=(0, 0, 0))
+        return self.render("nodes.html", page="nodes", warnings=errors,
+                           nodes=[p.api_entry(newest) for p in producers])
 
     async def node_page(self, request):
         node = request.match_info["node"]
-
-        async def build():
-            producer, errors = await self.cluster.find_producer(node)
-            if producer is None:
-                raise HttpError(404, "NODE_NOT_FOUND")
-            stats, stats_errors = await self.cluster.node_stats([producer])
-            return {"summary": aggregate.node_summary(node, stats[node]), "producer": producer}, errors + stats_errors
-        return await self.guarded("node.html", build, page="nodes", node=node)
+        producer, errors = await self.cluster.find_producer(node)
+        if producer is None:
+            raise HttpError(404, "NODE_NOT_FOUND")
+        stats, stats_errors = await self.cluster.node_stats([producer])
+        return self.render("node.html", page="nodes", warnings=errors + stats_errors, node=node, producer=producer,
+                           summary=aggregate.node_summary(node, stats[node]))
 
     async def counter_page(self, request):
         return self.render("counter.html", page="counter", warnings=[])
 
     async def lookup_page(self, request):
-        async def build():
-            inactive, errors = await self.cluster.inactive_topics()
-            return {"inactive": inactive}, errors
-        return await self.guarded("lookup.html", build, page="lookup")
+        inactive, errors = await self.cluster.inactive_topics()
+        return self.render("lookup.html", page="lookup", warnings=errors, inactive=inactive)
 
 
 def _name(request: web.Request, kind: str) -> str:
