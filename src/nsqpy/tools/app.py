@@ -1,0 +1,69 @@
+"""The life of a utility: checks, logging, one event loop, a graceful stop.
+
+A tool is ``async def run(options, stop, log) -> int``; ``stop`` is set by
+SIGINT or SIGTERM (and by the tool itself when it is done). A ``ToolError``
+anywhere becomes one line on stderr and exit code 1, as NSQ's tools
+``log.Fatal`` with a reason rather than a stack.
+"""
+
+import asyncio
+import logging
+import signal
+import sys
+
+from .. import __version__, version_line
+from ..logs import setup_logging
+from ..protocol import NSQ_VERSION
+
+
+class ToolError(Exception):
+    """Something the operator can fix (a flag, an address, a path): one line."""
+
+
+def user_agent(program: str) -> str:
+    """What the tool tells nsqd (go-nsq's tools say ``<tool>/<version> go-nsq/<version>``)."""
+    return f"{program}/{NSQ_VERSION} nsqpy/{__version__}"
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def setup_tool_logging(program: str, level: str = "info", prefix: str | None = None) -> logging.Logger:
+    """NSQ-shaped lines on stderr for the tool and for the client it runs on."""
+    log = setup_logging(program, f"[{program}] " if prefix is None else prefix, level)
+    client_log = logging.getLogger("nsqpy.client")
+    client_log.handlers[:] = log.handlers
+    client_log.setLevel(log.level)
+    client_log.propagate = False
+    return log
+
+
+def run_tool(program: str, parsed, run) -> int:
+    """``parsed`` is what ``cli.flags.parse_options`` returned: (options, show_version)."""
+    options, show_version = parsed
+    if show_version:
+        print(version_line(program))
+        return 0
+    log = setup_tool_logging(program, getattr(options, "log_level", "info"),
+                             getattr(options, "log_prefix", None))
+    loop = _new_event_loop()
+    asyncio.set_event_loop(loop)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await run(options, stop, log)
+
+    try:
+        return loop.run_until_complete(main())
+    except ToolError as error:
+        print(f"{program}: {error}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        loop.close()
