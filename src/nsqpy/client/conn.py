@@ -4,6 +4,11 @@ The handshake (magic, IDENTIFY with feature negotiation) runs on connect;
 heartbeats are answered with NOP; responses are matched in order to the
 commands that expect one; messages go to ``on_message``. Writes made in
 one loop iteration leave in one ``transport.write``.
+
+As go-nsq, a connection that receives nothing (not even a heartbeat) for
+``read_timeout``, or cannot get its writes out for ``write_timeout``, is
+closed with the reason: a frozen nsqd is noticed, and every pending call
+fails instead of waiting for it.
 """
 
 import asyncio
@@ -14,13 +19,13 @@ from collections import deque
 
 from ..protocol import commands
 from ..protocol.compression import new_codec
-from ..protocol.errors import NON_FATAL_CODES, parse_error_frame
+from ..protocol.errors import NON_FATAL_CODES
 from ..protocol.frames import (FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE, FRAME_TYPE_RESPONSE, HEARTBEAT,
                                MAGIC_V2, FrameReader)
 from ..protocol.message import MESSAGE_HEADER
 from ..net import split_host_port
 from .config import Config, tls_context
-from .errors import ConnectionClosedError
+from .errors import ConnectionClosedError, ProtocolError
 
 log = logging.getLogger("nsqpy.client")
 
@@ -34,11 +39,6 @@ class Connection(asyncio.Protocol):
         self.identity: dict = {}  # nsqd's IDENTIFY answer
         self.auth_identity: dict = {}  # nsqd's AUTH answer, when it requires AUTH
         self.closed = False
-        self.ready_count = 0  # the RDY last sent
-        self.in_flight = 0
-        self.last_message_at = 0.0
-        self.last_rdy_at = 0.0
-        self.closing = False  # CLS sent
 
         self._transport = None
         self._reader = FrameReader()
@@ -53,9 +53,24 @@ class Connection(asyncio.Protocol):
         self._identified = False
         self._next_codec = None  # granted, switched on after the OK over TLS
         self._upgraded: asyncio.Future | None = None  # the compressed OK confirming it
+        self._last_read_at = 0.0
+        self._write_stalled_since: float | None = None  # when the write buffer last stopped draining
+        self._write_backlog = 0
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._close_reason = ""
 
     def __repr__(self) -> str:
         return f"Connection({self.address})"
+
+    @property
+    def max_rdy_count(self) -> int | None:
+        """nsqd's cap on RDY (from IDENTIFY's answer), if it said."""
+        return self.identity.get("max_rdy_count")
+
+    @property
+    def msg_timeout(self) -> float:
+        """Seconds nsqd waits for an answer to a message before redelivering it."""
+        return (self.identity.get("msg_timeout") or 60000) / 1000
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -98,11 +113,17 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self._transport = transport
+        self._last_read_at = self._loop.time()
+        if self._watchdog is None:
+            self._schedule_watchdog()
 
     def connection_lost(self, exc) -> None:
         self.closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        reason = self._close_reason or (str(exc) if exc else "")
         error = ConnectionClosedError(f"connection to nsqd at {self.address} closed"
-                                      + (f": {exc}" if exc else ""))
+                                      + (f": {reason}" if reason else ""))
         while self._pending:
             future = self._pending.popleft()
             if not future.done():
@@ -110,11 +131,48 @@ class Connection(asyncio.Protocol):
         if self.on_close is not None:
             self.on_close(self)
 
-    def close(self) -> None:
+    def close(self, reason: str = "") -> None:
         if self._transport is not None and not self.closed:
+            self._close_reason = reason
             self._flush()
             self._transport.close()
         self.closed = True
+
+    async def flushed(self) -> None:
+        """Until everything sent so far has been written to the socket (or
+        the connection has closed: nsqd then redelivers what was unanswered)."""
+        self._flush()
+        while not self.closed and self._transport.get_write_buffer_size():
+            await asyncio.sleep(0.001)
+
+    # --- deadlines ------------------------------------------------------------------------------
+
+    def _schedule_watchdog(self) -> None:
+        config = self.config
+        period = min(config.write_timeout, config.read_timeout) / 2
+        self._watchdog = self._loop.call_later(period, self._check_deadlines)
+
+    def _check_deadlines(self) -> None:
+        """Reading: nothing for read_timeout (nsqd sends heartbeats, so a live
+        node always has something to say; skipped when heartbeats are off).
+        Writing: the buffer not draining for write_timeout."""
+        if self.closed:
+            return
+        now, config = self._loop.time(), self.config
+        backlog = self._transport.get_write_buffer_size()
+        if backlog and backlog >= self._write_backlog:
+            self._write_stalled_since = self._write_stalled_since or now
+        else:
+            self._write_stalled_since = None
+        self._write_backlog = backlog
+        if config.heartbeat_interval != -1 and now - self._last_read_at > config.read_timeout:
+            log.error("%s: nothing received for %gs (read_timeout); closing", self.address, config.read_timeout)
+            self.close(f"i/o timeout: nothing received for {config.read_timeout:g}s")
+        elif self._write_stalled_since is not None and now - self._write_stalled_since > config.write_timeout:
+            log.error("%s: writes stalled for %gs (write_timeout); closing", self.address, config.write_timeout)
+            self.close(f"i/o timeout: writes stalled for {config.write_timeout:g}s")
+        else:
+            self._schedule_watchdog()
 
     # --- writing -------------------------------------------------------------------------
 
@@ -130,6 +188,7 @@ class Connection(asyncio.Protocol):
     def request(self, data: bytes) -> asyncio.Future:
         """Send a command whose answer (OK, JSON, or an error) resolves the future."""
         future = self._loop.create_future()
+        future.add_done_callback(_retrieve)  # a caller that gave up leaves no "never retrieved" error
         if self.closed:
             future.set_exception(ConnectionClosedError(f"connection to nsqd at {self.address} is closed"))
             return future
@@ -149,6 +208,7 @@ class Connection(asyncio.Protocol):
     # --- reading ----------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        self._last_read_at = self._loop.time()
         try:
             if self._upgrading:
                 data = self._take_identify_answer(data)
@@ -192,8 +252,6 @@ class Connection(asyncio.Protocol):
     def _on_frames(self, frames) -> None:
         for frame_type, payload in frames:
             if frame_type == FRAME_TYPE_MESSAGE:
-                self.in_flight += 1
-                self.last_message_at = self._loop.time()
                 timestamp, attempts, message_id = MESSAGE_HEADER.unpack_from(payload)
                 self.on_message(self, timestamp, attempts, message_id, payload[26:])
             elif frame_type == FRAME_TYPE_RESPONSE:
@@ -204,7 +262,7 @@ class Connection(asyncio.Protocol):
                     if not future.done():
                         future.set_result(payload)
             elif frame_type == FRAME_TYPE_ERROR:
-                error = parse_error_frame(payload)
+                error = ProtocolError.from_frame(payload)
                 if error.code in NON_FATAL_CODES:
                     log.warning("%s: %s", self.address, error)
                     continue
@@ -214,3 +272,8 @@ class Connection(asyncio.Protocol):
                     if not future.done():
                         future.set_exception(error)
                 self.close()
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()

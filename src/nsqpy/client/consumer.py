@@ -1,11 +1,10 @@
 """Consuming a topic's channel from many nsqd: go-nsq's behaviour, asyncio first.
 
-Flow control follows go-nsq: ``max_in_flight`` is shared out as RDY over the
-connections (never more in total); when there are more connections than
-``max_in_flight``, RDY 1 rotates among them so every nsqd is served. A
-failed message (handler raised, or ``requeue(backoff=True)``) backs the
-whole consumer off: RDY 0 everywhere for a growing period, then RDY 1 on one
-connection to test; successes shorten the backoff until it ends.
+The Consumer owns its connections (direct, or found through nsqlookupd,
+each remade after it drops), the handler's worker pool, and the answers to
+messages. How much each nsqd may send, and when to back off, is decided by
+its ``flow.FlowController`` from the events reported here: RDY is sent only
+as it says.
 """
 
 import asyncio
@@ -21,18 +20,15 @@ import aiohttp
 from ..protocol import commands
 from ..protocol.dedupkey import split_key
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
-from .backoff import backoff_duration
 from .config import Config
 from .conn import Connection
 from .dedup import DELIVER, DROP, DedupWindow
 from .discovery import lookup_producers
-from .errors import NSQError, StoppedError
+from .errors import NSQError, ProtocolError, StoppedError
+from .flow import Decisions, FlowController
 from .message import Message
 
 log = logging.getLogger("nsqpy.client")
-
-STARVED_RATIO = 0.85
-DEFAULT_MAX_RDY = 2500  # assumed when nsqd does not say
 
 
 @dataclass(frozen=True)
@@ -44,6 +40,14 @@ class ConsumerStats:
     ready_counts: dict  # nsqd address -> the RDY last sent
     backoff_level: int
     copies_dropped: int = 0  # with dedup: copies FINished unhandled
+
+
+@dataclass(frozen=True)
+class ConnectionStats:
+    address: str
+    ready_count: int  # the RDY last sent
+    in_flight: int  # received, not yet answered
+    msg_timeout: float  # seconds nsqd waits for an answer before it redelivers
 
 
 class Consumer:
@@ -70,8 +74,9 @@ class Consumer:
         self.concurrency = concurrency
         self.on_give_up = on_give_up
         self.dedup = DedupWindow() if dedup is True else (dedup or None)
-        self.max_in_flight = self.config.max_in_flight
         self.connections: dict[str, Connection] = {}
+        self.flow: FlowController | None = None  # made with the loop, whose clock it reads
+        self._max_in_flight = self.config.max_in_flight  # until there is a flow controller
 
         self._is_async = _is_coroutine_callable(handler)
         self._executor = None if self._is_async else concurrent.futures.ThreadPoolExecutor(concurrency)
@@ -86,7 +91,6 @@ class Consumer:
         self._lookupd_index = 0
         self._http: aiohttp.ClientSession | None = None
         self._stopping = False
-        self._backoff_level = 0
         self._backoff_timer: asyncio.TimerHandle | None = None
         self._received = 0
         self._finished = 0
@@ -95,11 +99,18 @@ class Consumer:
     # --- public API ----------------------------------------------------------------------------
 
     async def connect_to_nsqd(self, address: str) -> None:
-        """Subscribe through one nsqd (``host:port``); reconnect if it drops."""
+        """Subscribe through one nsqd (``host:port``); reconnect if it drops.
+        An nsqd that cannot be reached raises; one that refuses the
+        subscription (``E_SUB_FAILED``: the channel is full, ...) is tried
+        again later, as go-nsq does."""
         self._start()
         if address not in self._nsqd_addresses:
             self._nsqd_addresses.append(address)
-        await self._connect(address)
+        try:
+            await self._connect(address)
+        except ProtocolError as error:
+            log.warning("consumer %s/%s: %s refused: %s; re-connecting", self.topic, self.channel, address, error)
+            self._spawn(self._reconnect(address))
 
     async def connect_to_nsqds(self, addresses) -> None:
         await asyncio.gather(*(self.connect_to_nsqd(a) for a in addresses))
@@ -120,10 +131,16 @@ class Consumer:
         for address in addresses:
             await self.connect_to_nsqlookupd(address)
 
+    @property
+    def max_in_flight(self) -> int:
+        return self.flow.max_in_flight if self.flow else self._max_in_flight
+
     def change_max_in_flight(self, count: int) -> None:
         """0 pauses the consumer."""
-        self.max_in_flight = max(0, count)
-        self._rebalance()
+        if self.flow is None:
+            self._max_in_flight = max(0, count)
+        else:
+            self._apply(self.flow.set_max_in_flight(count))
 
     def finish_all(self, messages) -> list:
         """FIN many messages with one write per connection (for batch
@@ -133,17 +150,14 @@ class Consumer:
         unanswerable = []
         by_connection: dict[Connection, list[bytes]] = {}
         for message in messages:
-            if not message.can_respond:
+            if not message.claim_response():
                 unanswerable.append(message)
                 continue
-            message._responded = True
-            by_connection.setdefault(message._conn, []).append(message.id)
+            by_connection.setdefault(message.connection, []).append(message.id)
         for conn, ids in by_connection.items():
             conn.send(commands.fin_many(ids))
-            conn.in_flight -= len(ids)
             self._finished += len(ids)
-        if by_connection:
-            self._backoff_result(success=True)
+            self._apply(self.flow.finished(conn, len(ids)))
         if self.dedup is not None:
             skipped = set(map(id, unanswerable))
             for message in messages:
@@ -154,13 +168,31 @@ class Consumer:
     def is_starved(self) -> bool:
         """True when some connection has nearly filled its RDY window: a batch
         processor should act on what it holds."""
-        return any(c.in_flight > 0 and c.in_flight >= STARVED_RATIO * c.ready_count and not c.closing
-                   for c in self.connections.values())
+        return self.flow is not None and self.flow.is_starved()
+
+    def is_saturated(self) -> bool:
+        """True when no nsqd will send more until something is answered."""
+        return self.flow is not None and self.flow.is_saturated()
 
     def stats(self) -> ConsumerStats:
+        ready = self.flow.ready_counts() if self.flow else {}
         return ConsumerStats(self._received, self._finished, self._requeued, len(self.connections),
-                             {a: c.ready_count for a, c in self.connections.items()}, self._backoff_level,
+                             {conn.address: count for conn, count in ready.items()},
+                             self.flow.backoff_level if self.flow else 0,
                              self.dedup.copies_dropped if self.dedup else 0)
+
+    def connection_stats(self) -> list[ConnectionStats]:
+        if self.flow is None:
+            return []
+        flows = self.flow.connections
+        return [ConnectionStats(conn.address, flows[conn].ready, flows[conn].in_flight, conn.msg_timeout)
+                for conn in self.connections.values() if conn in flows]
+
+    async def flushed(self) -> None:
+        """Until everything answered so far (FIN, REQ, TOUCH, RDY) has left for
+        every nsqd: written to its socket, or its connection closed."""
+        await asyncio.gather(*(conn.flushed() for conn in list(self.connections.values())),
+                             return_exceptions=True)
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Graceful: CLS to every nsqd (no new messages), let in-flight handlers
@@ -169,13 +201,15 @@ class Consumer:
         if self._stopping:
             return
         self._stopping = True
+        if self.flow is not None:
+            self.flow.stop()
         if self._backoff_timer is not None:
             self._backoff_timer.cancel()
         for task in list(self._tasks):
             task.cancel()
         for conn in list(self.connections.values()):
-            conn.closing = True
-            conn.request(commands.CLS).add_done_callback(_ignore_result)
+            self.flow.closing(conn)
+            conn.request(commands.CLS)
         try:
             async with asyncio.timeout(timeout):
                 while self._queue is not None and (self._queue.qsize() or self._busy()):
@@ -214,6 +248,8 @@ class Consumer:
         if self._loop is not None:
             return
         self._loop = asyncio.get_running_loop()
+        self.flow = FlowController(self.config, self._loop.time)
+        self.flow.set_max_in_flight(self._max_in_flight)
         self._queue = asyncio.Queue()
         self._workers = [self._loop.create_task(self._work()) for _ in range(self.concurrency)]
         self._spawn(self._redistribute_loop())
@@ -221,7 +257,14 @@ class Consumer:
     def _spawn(self, coroutine) -> None:
         task = self._loop.create_task(coroutine)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_ended)
+
+    def _task_ended(self, task: asyncio.Task) -> None:
+        """Every background task's failure is logged, in one line."""
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("consumer %s/%s: %s failed: %s", self.topic, self.channel, task.get_coro().__name__,
+                      task.exception())
 
     async def _connect(self, address: str) -> None:
         if address in self.connections or address in self._connecting or self._stopping:
@@ -236,7 +279,7 @@ class Consumer:
                 return
             self.connections[address] = conn
             log.info("consumer %s/%s: connected to %s", self.topic, self.channel, address)
-            self._rebalance()
+            self._apply(self.flow.added(conn, conn.max_rdy_count))
         finally:
             self._connecting.discard(address)
 
@@ -244,10 +287,11 @@ class Consumer:
         if self.connections.get(conn.address) is not conn:
             return
         del self.connections[conn.address]
+        decisions = self.flow.removed(conn)
         if self._stopping:
             return
         log.warning("consumer %s/%s: connection to %s closed", self.topic, self.channel, conn.address)
-        self._rebalance()
+        self._apply(decisions)
         if self._lookupd_addresses:
             self._spawn(self._query_lookupd())
         if conn.address in self._nsqd_addresses:
@@ -310,7 +354,8 @@ class Consumer:
 
     def _on_message(self, conn: Connection, timestamp: int, attempts: int, message_id: bytes, body: bytes) -> None:
         self._received += 1
-        message = Message(message_id, body, timestamp, attempts, conn, self)
+        self.flow.received(conn)
+        message = Message(message_id, body, timestamp, attempts, conn, self.config, self._answered)
         max_attempts = self.config.max_attempts
         if max_attempts and attempts > max_attempts:
             log.warning("consumer %s/%s: giving up on %s after %d attempts", self.topic, self.channel,
@@ -333,7 +378,7 @@ class Consumer:
         self._queue.put_nowait(message)
 
     def _busy(self) -> bool:
-        return self._in_handler > 0 or any(c.in_flight for c in self.connections.values())
+        return self._in_handler > 0 or self.flow.in_flight > 0
 
     async def _work(self) -> None:
         queue = self._queue
@@ -360,116 +405,46 @@ class Consumer:
             finally:
                 self._in_handler -= 1
 
-    def _on_finished(self, message: Message) -> None:
-        self._finished += 1
-        message._conn.in_flight -= 1
-        self._backoff_result(success=True)
-        self._drop_held_copies(message)
-
-    def _on_requeued(self, message: Message, backoff: bool) -> None:
-        self._requeued += 1
-        message._conn.in_flight -= 1
-        if backoff:
-            self._backoff_result(success=False)
-        if message.dedup_key is not None:
-            successor = self.dedup.requeued(message.dedup_key, message)
-            if successor is not None:
-                self._queue.put_nowait(successor)
+    def _answered(self, message: Message, requeued: bool, backoff: bool) -> None:
+        """A message's first FIN or REQ (Message calls this)."""
+        conn = message.connection
+        if requeued:
+            self._requeued += 1
+            self._apply(self.flow.requeued(conn, backoff))
+            if message.dedup_key is not None:
+                successor = self.dedup.requeued(message.dedup_key, message)
+                if successor is not None:
+                    self._queue.put_nowait(successor)
+        else:
+            self._finished += 1
+            self._apply(self.flow.finished(conn))
+            self._drop_held_copies(message)
 
     def _drop_held_copies(self, message: Message) -> None:
         if message.dedup_key is not None:
             for copy in self.dedup.finished(message.dedup_key, message):
                 copy.finish()
 
-    # --- RDY and backoff ---------------------------------------------------------------------
+    # --- RDY and backoff, as the flow controller decides ----------------------------------------
 
-    def _per_connection(self) -> int:
-        count = len(self.connections) or 1
-        return min(max(1, self.max_in_flight // count), self.max_in_flight)
-
-    def _set_rdy(self, conn: Connection, count: int) -> None:
-        count = min(count, conn.identity.get("max_rdy_count", DEFAULT_MAX_RDY))
-        if count != conn.ready_count and not conn.closed and not conn.closing:
-            conn.ready_count = count
-            conn.last_rdy_at = self._loop.time()
+    def _apply(self, decisions: Decisions) -> None:
+        for conn, count in decisions.rdy:
             conn.send(commands.rdy(count))
+        if decisions.wake_in is not None:
+            log.warning("consumer %s/%s: backing off for %.3fs (level %d)", self.topic, self.channel,
+                        decisions.wake_in, self.flow.backoff_level)
+            self._backoff_timer = self._loop.call_later(decisions.wake_in, self._backoff_ended)
 
-    def _rebalance(self) -> None:
-        """Give every connection its share, never more than max_in_flight in total."""
-        if self._stopping or self._backoff_level or not self.connections:
-            return
-        target = self._per_connection()
-        conns = sorted(self.connections.values(), key=lambda c: -c.ready_count)  # lower first
-        for conn in conns:
-            if conn.ready_count > target:
-                self._set_rdy(conn, target)
-        for conn in conns:
-            total = sum(c.ready_count for c in self.connections.values())
-            budget = self.max_in_flight - (total - conn.ready_count)
-            self._set_rdy(conn, max(0, min(target, budget)))
-
-    def _backoff_result(self, success: bool) -> None:
-        """One result per backoff window: ignored while the backoff timer runs."""
-        config = self.config
-        if config.max_backoff_duration == 0 or self._backoff_timer is not None or self._stopping:
-            return
-        level = self._backoff_level
-        if success:
-            if level == 0:
-                return
-            level -= 1
-        else:
-            if backoff_duration("exponential", config.backoff_multiplier, level + 1) <= config.max_backoff_duration:
-                level += 1
-            elif level == 0:
-                return
-        self._backoff_level = level
-        if level == 0:
-            log.info("consumer %s/%s: backoff complete, resuming", self.topic, self.channel)
-            self._rebalance()
-            return
-        duration = min(backoff_duration(config.backoff_strategy, config.backoff_multiplier, level),
-                       config.max_backoff_duration)
-        log.warning("consumer %s/%s: backing off for %.3fs (level %d)", self.topic, self.channel, duration, level)
-        for conn in self.connections.values():
-            self._set_rdy(conn, 0)
-        self._backoff_timer = self._loop.call_later(duration, self._backoff_timeout)
-
-    def _backoff_timeout(self) -> None:
-        """Test the waters: RDY 1 on one connection; its result decides what next."""
+    def _backoff_ended(self) -> None:
         self._backoff_timer = None
-        if self._stopping or not self.connections:
-            return
-        self._set_rdy(random.choice(list(self.connections.values())), 1)
+        self._apply(self.flow.backoff_ended())
 
     async def _redistribute_loop(self) -> None:
-        """With more connections than max_in_flight (or backing off with several),
-        move RDY 1 away from idle connections so every nsqd gets its turn."""
-        config = self.config
         while True:
-            await asyncio.sleep(config.rdy_redistribute_interval)
-            conns = list(self.connections.values())
-            if self._backoff_timer is not None or not conns:
-                continue
-            if not (len(conns) > self.max_in_flight or (self._backoff_level and len(conns) > 1)):
-                continue
-            now = self._loop.time()
-            for conn in conns:
-                if conn.ready_count > 0 and (now - conn.last_message_at > config.low_rdy_idle_timeout
-                                             or now - conn.last_rdy_at > config.low_rdy_timeout):
-                    self._set_rdy(conn, 0)
-            budget = (1 if self._backoff_level else self.max_in_flight) - sum(c.ready_count for c in conns)
-            idle = [c for c in conns if c.ready_count == 0]
-            random.shuffle(idle)
-            for conn in idle[:max(0, budget)]:
-                self._set_rdy(conn, 1)
+            await asyncio.sleep(self.config.rdy_redistribute_interval)
+            self._apply(self.flow.tick())
 
 
 def _is_coroutine_callable(handler) -> bool:
     """An ``async def`` function, or an object whose ``__call__`` is one."""
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(getattr(handler, "__call__", None))
-
-
-def _ignore_result(future: asyncio.Future) -> None:
-    if not future.cancelled():
-        future.exception()

@@ -1,15 +1,28 @@
-"""What the client raises. Errors nsqd sends are ``nsqpy.protocol.errors.ProtocolError``
-(``.code`` is NSQ's, e.g. ``E_BAD_TOPIC``)."""
+"""What the client raises: one hierarchy, under ``NSQError``.
 
-from ..protocol.errors import ProtocolError  # noqa: F401 - re-exported for users
+nsqd's refusals are ``ProtocolError`` (``.code`` is NSQ's, e.g.
+``E_BAD_TOPIC``), which is both an ``NSQError`` and the protocol package's
+``ProtocolError``, so either ``except`` catches it.
+"""
+
+from ..protocol import errors as protocol_errors
 
 
 class NSQError(Exception):
-    """Base of the client's own errors."""
+    """Base of everything the client raises."""
+
+
+class ProtocolError(NSQError, protocol_errors.ProtocolError):
+    """nsqd answered with an error frame."""
+
+    @classmethod
+    def from_frame(cls, data: bytes) -> "ProtocolError":
+        error = protocol_errors.parse_error_frame(data)
+        return cls(error.code, error.description)
 
 
 class ConnectionClosedError(NSQError):
-    """The connection to nsqd closed (or could not be made) before an answer came."""
+    """The connection to nsqd closed (or could not be made, or timed out) before an answer came."""
 
 
 class StoppedError(NSQError):

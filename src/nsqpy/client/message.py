@@ -1,6 +1,7 @@
 """A message as a consumer sees it, with the responses it can send."""
 
 from ..protocol import commands
+from .config import Config
 
 
 class Message:
@@ -12,18 +13,21 @@ class Message:
     to the handler (for work that finishes later).
     """
 
-    __slots__ = ("id", "body", "timestamp", "attempts", "nsqd_address", "dedup_key", "_conn", "_consumer",
-                 "_responded", "_auto")
+    __slots__ = ("id", "body", "timestamp", "attempts", "nsqd_address", "dedup_key", "connection", "_config",
+                 "_on_answered", "_responded", "_auto")
 
-    def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int, conn, consumer):
+    def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int, connection,
+                 config: Config, on_answered):
+        """``on_answered(message, requeued, backoff)``: told of the message's one response."""
         self.id = message_id
         self.body = body
         self.timestamp = timestamp
         self.attempts = attempts
-        self.nsqd_address = conn.address
+        self.nsqd_address = connection.address
         self.dedup_key: str | None = None  # set by a consumer with dedup, from the body's key line
-        self._conn = conn
-        self._consumer = consumer
+        self.connection = connection  # the one it came on, and the only one it can be answered on
+        self._config = config
+        self._on_answered = on_answered
         self._responded = False
         self._auto = True
 
@@ -38,7 +42,15 @@ class Message:
     def can_respond(self) -> bool:
         """False once answered, or once the connection it came on has closed:
         nsqd then redelivers it, to this consumer or another, whatever is sent."""
-        return not self._responded and not self._conn.closed
+        return not self._responded and not self.connection.closed
+
+    def claim_response(self) -> bool:
+        """Mark the message answered by its holder, who sends the FIN itself
+        (``Consumer.finish_all`` batches them); False if it cannot respond."""
+        if not self.can_respond:
+            return False
+        self._responded = True
+        return True
 
     @property
     def auto_response(self) -> bool:
@@ -51,8 +63,8 @@ class Message:
         if self._responded:
             return
         self._responded = True
-        self._conn.send(commands.fin(self.id))
-        self._consumer._on_finished(self)
+        self.connection.send(commands.fin(self.id))
+        self._on_answered(self, False, False)
 
     def requeue(self, delay: float | None = None, backoff: bool = True) -> None:
         """REQ: back to nsqd, redelivered after ``delay`` seconds (None: the
@@ -62,12 +74,12 @@ class Message:
             return
         self._responded = True
         if delay is None:
-            config = self._consumer.config
+            config = self._config
             delay = min(config.default_requeue_delay * self.attempts, config.max_requeue_delay)
-        self._conn.send(commands.req(self.id, int(delay * 1000)))
-        self._consumer._on_requeued(self, backoff)
+        self.connection.send(commands.req(self.id, int(delay * 1000)))
+        self._on_answered(self, True, backoff)
 
     def touch(self) -> None:
         """Reset nsqd's timeout for this in-flight message."""
         if not self._responded:
-            self._conn.send(commands.touch(self.id))
+            self.connection.send(commands.touch(self.id))

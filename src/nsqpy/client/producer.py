@@ -23,10 +23,9 @@ from itertools import count
 
 from ..protocol import commands
 from ..protocol.dedupkey import with_key
-from ..protocol.errors import ProtocolError
 from .config import Config
 from .conn import Connection
-from .errors import ConnectionClosedError, NoNodeAvailableError, StoppedError
+from .errors import ConnectionClosedError, NoNodeAvailableError, ProtocolError, StoppedError
 from .nodes import Node, NodePool
 
 log = logging.getLogger("nsqpy.client")

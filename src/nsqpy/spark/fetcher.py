@@ -55,12 +55,6 @@ class Fetcher:
         message.disable_auto_response()
         self.arrived.append(message)
 
-    def _saturated(self) -> bool:
-        """nsqd sends nothing more until something is answered: every
-        connection holds as many messages as its RDY allows."""
-        connections = list(self._consumer.connections.values())
-        return bool(connections) and all(c.in_flight >= c.ready_count for c in connections)
-
     def take(self, limit: int, first_wait: float, batch_wait: float) -> list:
         """Up to ``limit`` messages: wait up to ``first_wait`` for the first,
         then up to ``batch_wait`` for the batch to fill (less when nsqd can
@@ -72,7 +66,7 @@ class Fetcher:
         if not arrived:
             return []
         deadline = time.monotonic() + batch_wait
-        while len(arrived) < limit and time.monotonic() < deadline and not self._saturated():
+        while len(arrived) < limit and time.monotonic() < deadline and not self._consumer.is_saturated():
             time.sleep(_POLL)
         popped = [arrived.popleft() for _ in range(min(limit, len(arrived)))]
         # what came on a connection that has closed since is redelivered: take the copy instead
@@ -111,14 +105,13 @@ class Fetcher:
                 message.requeue(0, backoff=False)
         else:
             orphans = self._consumer.finish_all(messages)
-        await asyncio.sleep(0)  # the connections flush on the next turn of the loop
-        await asyncio.sleep(0)
+        await self._consumer.flushed()
         return orphans
 
     def _touch_interval(self) -> float:
-        """A third of the shortest message timeout nsqd granted (ms in IDENTIFY's answer)."""
-        timeouts = [c.identity.get("msg_timeout") or 60000 for c in self._consumer.connections.values()]
-        return max(0.2, min(timeouts, default=60000) / 3000)
+        """A third of the shortest message timeout nsqd granted."""
+        timeouts = [c.msg_timeout for c in self._consumer.connection_stats()]
+        return max(0.2, min(timeouts, default=60.0) / 3)
 
     async def _touch_loop(self) -> None:
         while True:
