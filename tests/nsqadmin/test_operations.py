@@ -31,6 +31,18 @@ def test_admin_user_gates_every_privileged_action(cluster, start_admin, topic):
     assert call(admin, "GET", "/api/topics")[0] == 200  # reading needs no admin
 
 
+def test_pages_offer_actions_to_admin_users_only(cluster, start_admin, topic):
+    cluster.publish(0, topic, b"x")
+    cluster.wait_registered(topic, 1)
+    admin = start_admin(f"--lookupd-http-address={cluster.lookupd.http_address}", "--admin-user=alice")
+    for path in (f"/topics/{topic}", "/lookup"):
+        status, page = call(admin, "GET", path)
+        assert status == 200 and 'class="action' not in page["text"] and 'id="create"' not in page["text"]
+    status, page = call(admin, "GET", f"/topics/{topic}", headers={"X-Forwarded-User": "alice"})
+    assert status == 200 and 'data-method="DELETE"' in page["text"] and "Tombstone" in page["text"]
+    assert 'id="create"' in call(admin, "GET", "/lookup", headers={"X-Forwarded-User": "alice"})[1]["text"]
+
+
 def test_config_only_from_the_allowed_cidr(cluster, start_admin):
     lookupd = cluster.lookupd.http_address
     outside = start_admin(f"--lookupd-http-address={lookupd}", "--allow-config-from-cidr=10.0.0.0/8")

@@ -96,8 +96,7 @@ class AdminApi:
         ]
 
     def require_admin(self, request: web.Request) -> None:
-        users = self.options.admin_users
-        if users and request.headers.get(self.options.acl_http_header) not in users:
+        if not self.options.is_admin(request.headers):
             raise HttpError(403, "FORBIDDEN")
 
     async def ping(self, request):

@@ -59,6 +59,10 @@ class NsqadminOptions:
                                       duration=True)
     hostname: str = dataclasses.field(default_factory=socket.gethostname)  # "via" in notifications
 
+    def is_admin(self, headers) -> bool:
+        """May the sender of these request headers take privileged actions?"""
+        return not self.admin_users or headers.get(self.acl_http_header) in self.admin_users
+
     def validate(self) -> None:
         """Raise ValueError with one line an operator can act on."""
         if not is_unix_address(self.http_address) and split_host_port(self.http_address)[1] > 65535:

@@ -98,21 +98,23 @@ class Pages:
             try:
                 return await handler(request)
             except HttpError as error:
-                return self.render("problem.html", status=error.status, reason=error.message, warnings=[])
+                return self.render(request, "problem.html", status=error.status, reason=error.message, warnings=[])
             except AllFailed as error:
-                return self.render("problem.html", status=502, reason=f"UPSTREAM_ERROR: {error}", warnings=[])
+                return self.render(request, "problem.html", status=502, reason=f"UPSTREAM_ERROR: {error}", warnings=[])
         return page
 
-    def render(self, template: str, status: int = 200, **context) -> web.Response:
+    def render(self, request: web.Request, template: str, status: int = 200, **context) -> web.Response:
+        """``can_act``: whether to offer the actions (only admin users may take them)."""
         page = self.env.get_template(template).render(
             base=self.base, graphite=self.admin.graphite.enabled, history_enabled=self.history.enabled,
-            history_interval=self.history.interval, uses_lookupd=self.cluster.uses_lookupd, **context)
+            history_interval=self.history.interval, uses_lookupd=self.cluster.uses_lookupd,
+            can_act=self.admin.options.is_admin(request.headers), **context)
         return web.Response(text=page, status=status, content_type="text/html", charset="utf-8")
 
     async def topics_page(self, request):
         topics, errors = await self.cluster.topics()
         rows = [{"name": t, **self.history.summary(t)} for t in topics]
-        return self.render("topics.html", page="topics", warnings=errors, topics=rows)
+        return self.render(request, "topics.html", page="topics", warnings=errors, topics=rows)
 
     async def topic_page(self, request):
         topic = _name(request, "topic")
@@ -120,7 +122,7 @@ class Pages:
         if not per_node:
             raise HttpError(404, "TOPIC_NOT_FOUND")
         stats = aggregate.aggregate_topic(topic, per_node)
-        return self.render("topic.html", page="topics", warnings=errors, topic_name=topic, topic=stats,
+        return self.render(request, "topic.html", page="topics", warnings=errors, topic_name=topic, topic=stats,
                            summary=self.history.summary(topic),
                            quantiles=quantiles_of(stats, *stats["nodes"], *stats["channels"]),
                            graphite_target=self.admin.graphite.rate_target(topic))
@@ -132,7 +134,7 @@ class Pages:
         if not channels:
             raise HttpError(404, "CHANNEL_NOT_FOUND")
         stats = aggregate.aggregate_channel(topic, channel, channels)
-        return self.render("channel.html", page="topics", warnings=errors, topic_name=topic, channel_name=channel,
+        return self.render(request, "channel.html", page="topics", warnings=errors, topic_name=topic, channel_name=channel,
                            channel=stats, summary=self.history.summary(topic, channel),
                            quantiles=quantiles_of(stats, *stats["nodes"]),
                            graphite_target=self.admin.graphite.rate_target(topic, channel))
@@ -140,7 +142,7 @@ class Pages:
     async def nodes_page(self, request):
         producers, errors = await self.cluster.producers()
         newest = max((semver(p.version) for p in producers), default=(0, 0, 0))
-        return self.render("nodes.html", page="nodes", warnings=errors,
+        return self.render(request, "nodes.html", page="nodes", warnings=errors,
                            nodes=[p.api_entry(newest) for p in producers])
 
     async def node_page(self, request):
@@ -149,15 +151,15 @@ class Pages:
         if producer is None:
             raise HttpError(404, "NODE_NOT_FOUND")
         stats, stats_errors = await self.cluster.node_stats([producer])
-        return self.render("node.html", page="nodes", warnings=errors + stats_errors, node=node, producer=producer,
+        return self.render(request, "node.html", page="nodes", warnings=errors + stats_errors, node=node, producer=producer,
                            summary=aggregate.node_summary(node, stats[node]))
 
     async def counter_page(self, request):
-        return self.render("counter.html", page="counter", warnings=[])
+        return self.render(request, "counter.html", page="counter", warnings=[])
 
     async def lookup_page(self, request):
         inactive, errors = await self.cluster.inactive_topics()
-        return self.render("lookup.html", page="lookup", warnings=errors, inactive=inactive)
+        return self.render(request, "lookup.html", page="lookup", warnings=errors, inactive=inactive)
 
 
 def _name(request: web.Request, kind: str) -> str:
