@@ -2,6 +2,7 @@
 notifications of actions, nodes that fail or do not answer, the static nsqd
 list, and the command line."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from tests.nsqadmin.helpers import call, start_cluster
-from tests.support.wire import http_json, wait_until
+from tests.support.wire import wait_until
 
 
 def test_admin_user_gates_every_privileged_action(cluster, start_admin, topic):
@@ -90,7 +91,7 @@ def test_each_action_is_notified(cluster, start_admin, notifications, topic):
 
 
 def test_a_node_that_does_not_answer_gives_a_warning_in_time(start_admin, tmp_path, topic):
-    with __import__("contextlib").ExitStack() as stack:
+    with contextlib.ExitStack() as stack:
         local = start_cluster(stack, tmp_path)
         for index in (0, 1):
             local.publish(index, topic, b"x")
