@@ -8,6 +8,7 @@ with NSQ's status codes, including for unknown paths and wrong methods.
 import json
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 
 from .net import listen_backlog
@@ -74,15 +75,20 @@ def topic_and_channel_params(request: web.Request) -> tuple[str, str]:
 
 
 async def read_body(request: web.Request, limit: int, too_big: str) -> bytes:
+    """The whole body, at most ``limit`` bytes. A body cut short (the client
+    hung up, broken chunking) is the client's mistake: 400, not a 500."""
     if request.content_length is not None and request.content_length > limit:
         raise HttpError(413, too_big)
     chunks = []
     size = 0
-    async for chunk in request.content.iter_any():
-        size += len(chunk)
-        if size > limit:
-            raise HttpError(413, too_big)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                raise HttpError(413, too_big)
+            chunks.append(chunk)
+    except (ConnectionResetError, HttpProcessingError):
+        raise HttpError(400, "INVALID_BODY") from None
     return b"".join(chunks)
 
 

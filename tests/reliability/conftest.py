@@ -26,4 +26,6 @@ def certs(tmp_path_factory):
 
 
 def assert_no_traceback(daemon) -> None:
-    assert "Traceback" not in daemon.output, daemon.output[-4000:]
+    output = daemon.output
+    at = output.find("Traceback")
+    assert at < 0, output[max(at - 300, 0):at + 3000]

@@ -12,6 +12,12 @@ from nsqpy.protocol.errors import parse_error_frame
 from nsqpy.protocol.frames import FRAME_TYPE_ERROR, MAGIC_V2, FrameReader
 
 
+def hostport_of(address: str) -> tuple[str, int]:
+    """``127.0.0.1:4150`` -> ("127.0.0.1", 4150)."""
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
 def _connect(hostport, magic: bytes = MAGIC_V2) -> socket.socket:
     sock = socket.create_connection(hostport, timeout=5)
     if magic:
@@ -148,10 +154,10 @@ def simultaneous_connects(hostport, count: int, timeout: float = 10.0) -> tuple[
 
 
 def pipeline_without_reading(hostport, payload: bytes, repeat: int, stall: float = 2.0,
-                             setup: bytes = b"") -> int:
+                             setup: bytes = b"", magic: bytes = MAGIC_V2) -> int:
     """Send ``payload`` ``repeat`` times without ever reading; stop when the
     server has not taken a byte for ``stall`` seconds. -> copies sent."""
-    with _connect(hostport) as sock:
+    with _connect(hostport, magic) as sock:
         if setup:
             sock.sendall(setup)
         sock.settimeout(stall)

@@ -4,16 +4,11 @@ dropped SYN (one second each)."""
 
 import pytest
 
-from tests.reliability.probes import simultaneous_connects
+from tests.reliability.probes import hostport_of, simultaneous_connects
 
 pytestmark = pytest.mark.reliability
 
 CONNECTS = 2000
-
-
-def _hostport(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host, int(port)
 
 
 @pytest.fixture
@@ -25,7 +20,7 @@ def nsqd_with_https(start_nsqd, certs):
 def test_nsqd_accepts_2000_simultaneous_connects_within_a_second(nsqd_with_https, listener):
     nsqd_with_https.wait_for_log("HTTPS: listening on")
     address = nsqd_with_https.addresses[listener]
-    elapsed, established = simultaneous_connects(_hostport(address), CONNECTS)
+    elapsed, established = simultaneous_connects(hostport_of(address), CONNECTS)
     print(f"nsqd {listener}: {CONNECTS} connects in {elapsed:.3f}s")
     assert established == CONNECTS
     assert elapsed < 1.0
@@ -34,7 +29,7 @@ def test_nsqd_accepts_2000_simultaneous_connects_within_a_second(nsqd_with_https
 @pytest.mark.parametrize("listener", ["TCP", "HTTP"])
 def test_nsqlookupd_accepts_2000_simultaneous_connects_within_a_second(start_lookupd, listener):
     lookupd = start_lookupd()
-    elapsed, established = simultaneous_connects(_hostport(lookupd.addresses[listener]), CONNECTS)
+    elapsed, established = simultaneous_connects(hostport_of(lookupd.addresses[listener]), CONNECTS)
     print(f"nsqlookupd {listener}: {CONNECTS} connects in {elapsed:.3f}s")
     assert established == CONNECTS
     assert elapsed < 1.0

@@ -14,7 +14,7 @@ import pytest
 from nsqpy.protocol import commands
 from tests.reliability.conftest import assert_no_traceback
 from tests.reliability.memory import rss_kb
-from tests.reliability.probes import in_thread, pipeline_without_reading
+from tests.reliability.probes import hostport_of, in_thread, pipeline_without_reading
 from tests.support.wire import WireConn
 
 pytestmark = pytest.mark.reliability
@@ -65,3 +65,26 @@ def test_a_client_that_never_reads_is_dropped_after_one_heartbeat_interval(nsqd)
     assert "closing" in line
     hostile(30)
     assert done.is_set()
+
+
+def test_an_nsqlookupd_peer_that_never_reads_cannot_grow_it(start_lookupd):
+    lookupd = start_lookupd()
+    pid = lookupd.process.pid
+    before = rss_kb(pid)
+    sent = pipeline_without_reading(lookupd.tcp_hostport, b"PING\n", 3_000_000, 2.0, magic=b"  V1")
+    grown = rss_kb(pid) - before
+    print(f"nsqlookupd: took {sent:,} of 3,000,000 pipelined PINGs, RSS +{grown / 1024:.1f} MB")
+    assert sent < 3_000_000
+    assert grown < GROWTH_LIMIT_KB
+    assert_no_traceback(lookupd)
+
+
+def test_pipelined_http_requests_that_are_never_read_cannot_grow_nsqd(nsqd):
+    pid = nsqd.process.pid
+    before = rss_kb(pid)
+    request = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
+    sent = pipeline_without_reading(hostport_of(nsqd.http_address), request, 2_000_000, 2.0, magic=b"")
+    grown = rss_kb(pid) - before
+    print(f"nsqd HTTP: took {sent:,} of 2,000,000 pipelined requests, RSS +{grown / 1024:.1f} MB")
+    assert sent < 2_000_000
+    assert grown < GROWTH_LIMIT_KB

@@ -55,6 +55,14 @@ class LookupProtocol(asyncio.Protocol):
         if out:
             self.transport.write(b"".join(out))
 
+    # Every command is answered: a peer that does not read its answers stops
+    # being read once they fill the write buffer (bounded memory per peer).
+    def pause_writing(self) -> None:
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.transport.resume_reading()
+
     def _fail(self, error: ProtocolError) -> None:
         self.transport.write(encode_error(error))
         self.transport.close()
