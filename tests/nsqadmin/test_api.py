@@ -205,3 +205,12 @@ def test_history_gives_rates_and_drain_time(admin, cluster, spread_topic, consum
     assert {"t", "depth", "in_flight", "deferred", "rate_in", "rate_out"} <= set(answer["points"][0])
     status, topic_history = call(admin, "GET", f"/api/history/topics/{spread_topic}")
     assert status == 200 and topic_history["points"]
+
+
+def test_ephemeral_channel_by_its_escaped_name(admin, cluster, spread_topic, consumer):
+    consumer(0, spread_topic, "live#ephemeral", client_id="watcher")
+    status, channel = call(admin, "GET", f"/api/topics/{spread_topic}/live%23ephemeral")
+    assert status == 200 and channel["channel_name"] == "live#ephemeral"
+    assert [c["client_id"] for c in channel["clients"]] == ["watcher"]
+    status, page = call(admin, "GET", f"/topics/{spread_topic}/live%23ephemeral")
+    assert status == 200 and "watcher" in page["text"]
