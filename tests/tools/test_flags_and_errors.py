@@ -1,0 +1,115 @@
+"""What every utility shares: --version, NSQ's flag checks, go-nsq option
+names, and one clear line (no traceback) for what an operator can fix."""
+
+import importlib
+
+import pytest
+
+from tests.tools.helpers import channel_stats, eventually, publish, run_tool
+
+CONSUMERS = ["nsq_tail", "nsq_to_file", "nsq_to_http", "nsq_to_nsq"]
+TOOLS = CONSUMERS + ["nsq_stat", "to_nsq"]
+ENOUGH = {"nsq_to_http": ["--post=http://127.0.0.1:9/"], "nsq_to_nsq": ["--destination-nsqd-tcp-address=127.0.0.1:9"]}
+
+
+def run_in_process(capsys, tool: str, *args: str):
+    """The entry point called as the console script calls it (checks need no subprocess)."""
+    code = importlib.import_module(f"nsqpy.cli.{tool}").main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(result) -> str:
+    code, text = (result.returncode, result.stderr.decode()) if hasattr(result, "returncode") else result
+    assert code == 1, text
+    errors = [line for line in text.splitlines() if not line.startswith("[")]  # not an INFO log line
+    assert "Traceback" not in text and len(errors) == 1, text
+    return errors[0]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_version_in_nsq_shape(tool, capsys):
+    for flag in ("--version", "-version"):
+        code, out, _ = run_in_process(capsys, tool, flag)
+        assert code == 0
+        assert out.startswith(f"{tool} v1.3.0 (built w/python3.")
+
+
+@pytest.mark.parametrize("tool", CONSUMERS)
+def test_nsqd_or_lookupd_but_not_both(tool, capsys):
+    neither = run_in_process(capsys, tool, "--topic=t", *ENOUGH.get(tool, []))[::2]
+    assert "--nsqd-tcp-address or --lookupd-http-address required" in one_line_error(neither)
+    both = run_in_process(capsys, tool, "--topic=t", "--nsqd-tcp-address=127.0.0.1:9",
+                          "-lookupd-http-address", "127.0.0.1:9", *ENOUGH.get(tool, []))[::2]
+    assert "use --nsqd-tcp-address or --lookupd-http-address not both" in one_line_error(both)
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("nsq_tail", ["--topic=t"]),
+    ("nsq_to_file", ["--topic=t", "--output-dir=/tmp"]),
+    ("nsq_to_http", ["--topic=t", "--post=http://127.0.0.1:9/"]),
+    ("nsq_to_nsq", ["--topic=t", "--destination-nsqd-tcp-address=127.0.0.1:9"]),
+])
+def test_unreachable_nsqd_is_one_line(tool, args):
+    result = run_tool(tool, *args, "--nsqd-tcp-address=127.0.0.1:9")
+    assert "cannot connect to nsqd at 127.0.0.1:9" in one_line_error(result)
+
+
+def test_unreachable_lookupd_is_one_line():
+    result = run_tool("nsq_tail", "--topic=t", "--lookupd-http-address=127.0.0.1:9")
+    assert "no nsqlookupd reachable (127.0.0.1:9:" in one_line_error(result)
+
+
+@pytest.mark.parametrize("tool,args,message", [
+    ("to_nsq", ["--nsqd-tcp-address=127.0.0.1:9"], "--topic required"),
+    ("to_nsq", ["--topic=t"], "--nsqd-tcp-address required"),
+    ("to_nsq", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--delimiter=ab"], "--delimiter must be a single byte"),
+    ("nsq_stat", ["--topic=t", "--nsqd-http-address=127.0.0.1:9"], "--topic and --channel are required"),
+    ("nsq_stat", ["--topic=t", "--channel=c", "--nsqd-http-address=http://127.0.0.1:9"],
+     "--nsqd-http-address error - address should not contain scheme"),
+    ("nsq_stat", ["--topic=t", "--channel=c", "--nsqd-http-address=127.0.0.1:9", "--count=-1"],
+     "--count should be positive"),
+    ("nsq_to_http", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9"], "--get or --post required"),
+    ("nsq_to_http", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--get=http://x/"],
+     "invalid GET address - must be a printf string"),
+    ("nsq_to_http", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--post=http://x/", "--header=nope"],
+     "--header value format should be 'key=value'"),
+    ("nsq_to_http", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--get=http://x/%s", "--content-type=a/b"],
+     "--content-type only used with --post"),
+    ("nsq_to_http", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--post=http://x/", "--sample=2"],
+     "--sample must be between 0.0 and 1.0"),
+    ("nsq_to_nsq", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9"], "--destination-nsqd-tcp-address required"),
+    ("nsq_to_nsq", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--destination-nsqd-tcp-address=a:1",
+                    "--destination-topic=bad/name"], "--destination-topic is invalid"),
+    ("nsq_to_file", ["--nsqd-tcp-address=127.0.0.1:9"], "--topic or --topic-pattern required"),
+    ("nsq_to_file", ["--topic-pattern=x", "--nsqd-tcp-address=127.0.0.1:9"],
+     "--lookupd-http-address must be specified when no --topic specified"),
+    ("nsq_to_file", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--gzip-level=0"],
+     "invalid --gzip-level value (0), should be 1-9"),
+    ("nsq_to_file", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--gzip", "--filename-format=<TOPIC>.log"],
+     "missing <REV> in --filename-format when gzip, rotation, or work dir enabled"),
+    ("nsq_to_file", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--output-dir=/etc/passwd/archive"],
+     "--output-dir /etc/passwd/archive is not writable: Not a directory"),
+    ("nsq_tail", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--consumer-opt=no_such_option,1"],
+     "--consumer-opt no_such_option: unknown option"),
+    ("nsq_tail", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--consumer-opt=msg_timeout,30"],
+     "--consumer-opt msg_timeout: invalid duration '30'"),
+    ("nsq_tail", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--consumer-opt=max_attempts,70000"],
+     "--consumer-opt: max_attempts must be in [0, 65535]"),
+    ("nsq_tail", ["--topic=bad topic", "--nsqd-tcp-address=127.0.0.1:9"], "--topic 'bad topic' is invalid"),
+])
+def test_bad_flags_are_one_line(tool, args, message, capsys):
+    assert message in one_line_error(run_in_process(capsys, tool, *args)[::2])
+
+
+def test_go_flag_styles_and_consumer_opts_reach_nsqd(nsqd, topic, start_tool):
+    """-flag v, --flag=v, bare booleans; go-nsq option names land in IDENTIFY."""
+    publish(nsqd, topic, [b"one"])
+    tail = start_tool("nsq_tail", "-topic", topic, f"--nsqd-tcp-address={nsqd.tcp_address}", "-channel", "c",
+                      "--consumer-opt=client_id,tail-test", "--consumer-opt", "msg_timeout,45s", "--print-topic")
+    tail.wait_for_log("connected to")
+    client = eventually(lambda: (channel_stats(nsqd, topic, "c").get("clients") or [None])[0])
+    assert client["client_id"] == "tail-test"
+    assert client["user_agent"].startswith("nsq_tail/1.3.0 nsqpy/")
+    eventually(lambda: tail.stdout == f"{topic} | one\n".encode())
+    assert tail.stop() == 0
