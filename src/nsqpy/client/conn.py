@@ -20,9 +20,10 @@ from collections import deque
 from ..protocol import commands
 from ..protocol.compression import new_codec
 from ..protocol.errors import NON_FATAL_CODES
-from ..protocol.frames import (FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE, FRAME_TYPE_RESPONSE, HEARTBEAT,
+from ..protocol.frames import (FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE, FRAME_TYPE_RESPONSE, HEARTBEAT, OK,
                                MAGIC_V2, FrameReader)
-from ..protocol.message import MESSAGE_HEADER
+from ..protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
+from ..protocol.v2 import CONFIRM, START_TLS, EnableCodec, upgrade_steps
 from ..net import split_host_port
 from .config import Config, tls_context
 from .errors import ConnectionClosedError, ProtocolError
@@ -47,12 +48,9 @@ class Connection(asyncio.Protocol):
         self._flush_scheduled = False
         self._loop = None
         self._codec = None  # snappy or deflate, once negotiated
-        # while upgrading, answers are read one at a time: what follows the
-        # IDENTIFY answer (or the OK over TLS) may already be compressed
-        self._upgrading = False
-        self._identified = False
-        self._next_codec = None  # granted, switched on after the OK over TLS
-        self._upgraded: asyncio.Future | None = None  # the compressed OK confirming it
+        # during the handshake frames are read one at a time: what follows the
+        # IDENTIFY answer (or an OK) may belong to a layer not switched on yet
+        self._handshaking = False
         self._last_read_at = 0.0
         self._write_stalled_since: float | None = None  # when the write buffer last stopped draining
         self._write_backlog = 0
@@ -84,13 +82,20 @@ class Connection(asyncio.Protocol):
             raise ConnectionClosedError(f"cannot connect to nsqd at {self.address}: {error or 'timeout'}") from None
         self._transport.write(MAGIC_V2)
         config = self.config
-        self._upgrading = config.tls_v1 or config.snappy or config.deflate
+        self._handshaking = True
         answer = await self.request(commands.identify(config.identify_body()))
         self.identity = json.loads(answer) if answer.startswith(b"{") else {}
-        if self.identity.get("tls_v1"):
-            await self._start_tls(host)
-        if self._upgraded is not None:
-            await self._upgraded
+        for step in upgrade_steps(self.identity):
+            if step is CONFIRM:
+                continue  # awaited with the step it confirms, below
+            ok = self._expect_frame()  # before the step: nsqd's OK may follow it at once
+            if step is START_TLS:
+                await self._start_tls(host)
+            else:
+                self._enable_codec(step)
+            await self._confirm(ok)
+        self._handshaking = False
+        self._on_frames(self._reader.feed(b""))  # anything that came behind the handshake
         if self.identity.get("auth_required"):
             if not config.auth_secret:
                 self.close()
@@ -99,17 +104,39 @@ class Connection(asyncio.Protocol):
         return self.identity
 
     async def _start_tls(self, host: str) -> None:
-        """Handshake right after the plain answer, then read nsqd's OK over TLS."""
-        tls_ok = self._loop.create_future()
-        self._pending.append(tls_ok)
         try:
             async with asyncio.timeout(self.config.dial_timeout + 5):
                 self._transport = await self._loop.start_tls(self._transport, self, tls_context(self.config),
                                                              server_hostname=host)
-            await tls_ok
         except (OSError, ssl.SSLError, asyncio.TimeoutError) as error:
             self.close()
             raise ConnectionClosedError(f"TLS with nsqd at {self.address} failed: {error or 'timeout'}") from None
+
+    def _enable_codec(self, step: EnableCodec) -> None:
+        """Compress from here on; bytes already received past the last frame
+        read came compressed."""
+        self._codec = new_codec(step.snappy, step.deflate, step.deflate_level)
+        behind = self._reader.take_rest()
+        if behind:
+            self._reader.feed(self._codec.decode(behind), limit=0)
+
+    def _expect_frame(self) -> asyncio.Future:
+        future = self._loop.create_future()
+        self._pending.append(future)
+        return future
+
+    async def _confirm(self, ok: asyncio.Future) -> None:
+        """nsqd's OK through the layer just switched on (it may be buffered already)."""
+        self._on_frames(self._reader.feed(b"", limit=1))
+        try:
+            async with asyncio.timeout(self.config.dial_timeout + 5):
+                answer = await ok
+        except asyncio.TimeoutError:
+            self.close()
+            raise ConnectionClosedError(f"nsqd at {self.address} did not confirm the upgrade") from None
+        if answer != OK:
+            self.close()
+            raise ConnectionClosedError(f"nsqd at {self.address} answered the upgrade with {answer[:60]!r}")
 
     def connection_made(self, transport) -> None:
         self._transport = transport
@@ -210,50 +237,20 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._last_read_at = self._loop.time()
         try:
-            if self._upgrading:
-                data = self._take_identify_answer(data)
-                if data is None:
-                    return
             if self._codec is not None:
                 data = self._codec.decode(data)
-            frames = self._reader.feed(data)
+            frames = self._reader.feed(data, limit=1 if self._handshaking else None)
         except Exception as error:
             log.error("%s: unreadable data from nsqd (%s); closing", self.address, error)
             self.close()
             return
         self._on_frames(frames)
 
-    def _take_identify_answer(self, data: bytes) -> bytes | None:
-        """Read the IDENTIFY answer (and, with TLS, the OK over TLS) alone,
-        switch on the compression granted, and return what followed it."""
-        frames = self._reader.feed(data, limit=1)
-        if not frames:
-            return None
-        frame_type, payload = frames[0]
-        codec = self._next_codec
-        if not self._identified:
-            self._identified = True
-            if frame_type == FRAME_TYPE_RESPONSE and payload.startswith(b"{"):
-                granted = json.loads(payload)
-                codec = new_codec(granted.get("snappy", False), granted.get("deflate", False),
-                                  granted.get("deflate_level", 6))
-                if granted.get("tls_v1"):
-                    self._next_codec = codec  # after the handshake and the OK over TLS
-                    self._on_frames(frames)
-                    return b""
-        self._upgrading = False
-        self._codec = codec
-        if codec is not None:
-            self._upgraded = self._loop.create_future()
-            self._pending.append(self._upgraded)
-        self._on_frames(frames)
-        return self._reader.take_rest()
-
     def _on_frames(self, frames) -> None:
         for frame_type, payload in frames:
             if frame_type == FRAME_TYPE_MESSAGE:
                 timestamp, attempts, message_id = MESSAGE_HEADER.unpack_from(payload)
-                self.on_message(self, timestamp, attempts, message_id, payload[26:])
+                self.on_message(self, timestamp, attempts, message_id, payload[MESSAGE_HEADER_SIZE:])
             elif frame_type == FRAME_TYPE_RESPONSE:
                 if payload == HEARTBEAT:
                     self.send(commands.NOP)
