@@ -57,10 +57,18 @@ def apply_client_opts(config: Config, flag: str, settings: list[str]) -> Config:
         raise ToolError(f"--{flag}: {error}") from None
 
 
-def client_config(user_agent: str, flag: str, settings: list[str], **fixed) -> Config:
-    """NSQ's order: the tool's user agent, then the flags' options, then what
-    the tool fixes itself (``max_in_flight`` from ``--max-in-flight``)."""
-    config = apply_client_opts(Config(user_agent=user_agent), flag, settings)
+# Tools that deliver (to files, HTTP, nsqd) never give a message up: go-nsq's
+# default of 5 attempts would FIN, and so lose, a message whose destination
+# failed five times. ``--consumer-opt=max_attempts,5`` brings NSQ's back.
+DELIVERING_DEFAULTS = {"max_attempts": 0}
+
+
+def client_config(user_agent: str, flag: str, settings: list[str], *, defaults: dict | None = None,
+                  **fixed) -> Config:
+    """NSQ's order: the tool's user agent (and ``defaults``), then the flags'
+    options, then what the tool fixes itself (``max_in_flight`` from
+    ``--max-in-flight``)."""
+    config = apply_client_opts(Config(user_agent=user_agent, **(defaults or {})), flag, settings)
     try:
         return config.replace(**fixed)
     except ConfigError as error:

@@ -24,7 +24,7 @@ from ..options import option
 from . import lookupd
 from .app import ToolError, user_agent
 from .archive_file import ArchiveFile, FileSettings, filename_template
-from .clientopts import client_config
+from .clientopts import DELIVERING_DEFAULTS, client_config
 from .consuming import subscribe
 from .options import SourceOptions, check_names, check_sources
 
@@ -280,7 +280,7 @@ async def discover(archivers: Archivers, options: NsqToFileOptions, stop: asynci
 async def run(options: NsqToFileOptions, stop: asyncio.Event, log) -> int:
     settings = check(options)
     config = client_config(user_agent("nsq_to_file"), "consumer-opt", options.consumer_opts,
-                           max_in_flight=options.max_in_flight)
+                           defaults=DELIVERING_DEFAULTS, max_in_flight=options.max_in_flight)
     archivers = Archivers(options, settings, config, log, stop)
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, archivers.hup)
     try:

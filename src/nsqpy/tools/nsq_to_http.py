@@ -20,7 +20,7 @@ from yarl import URL
 from ..client import Consumer
 from ..options import option
 from .app import ToolError, user_agent
-from .clientopts import client_config
+from .clientopts import DELIVERING_DEFAULTS, client_config
 from .consuming import stop_all, subscribe
 from .hostpool import MODES, selector
 from .options import SourceOptions, check_names, check_sources
@@ -148,7 +148,7 @@ class HttpForwarder:
 async def run(options: NsqToHttpOptions, stop: asyncio.Event, log) -> int:
     check(options, log)
     config = client_config(user_agent("nsq_to_http"), "consumer-opt", options.consumer_opts,
-                           max_in_flight=options.max_in_flight)
+                           defaults=DELIVERING_DEFAULTS, max_in_flight=options.max_in_flight)
     timeout = aiohttp.ClientTimeout(total=options.http_client_request_timeout,
                                     sock_connect=options.http_client_connect_timeout)
     async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=options.n)) as session:

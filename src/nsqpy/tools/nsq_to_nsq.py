@@ -1,8 +1,8 @@
 """nsq_to_nsq: consume topics and republish every message to other nsqd.
 
-Messages that arrive in one loop turn for one topic go out as one MPUB (NSQ's
-tool sends a PUB each; same messages, fewer round trips), to the
-destination ``--mode`` picks. A message is FINished only once its
+Messages that arrive in one loop turn for one topic go out as MPUBs, one
+share per destination, each to the destination ``--mode`` picks (NSQ's tool
+sends a PUB each; same messages, fewer round trips). A message is FINished only once its
 destination acknowledged it; a refused publish REQs the batch (with
 backoff). If nsqd rejects a batch as such (a message too big, say), its
 messages are sent one by one so only the bad one stays behind.
@@ -16,7 +16,7 @@ from ..client import Consumer, ProtocolError
 from ..options import option
 from ..protocol.names import is_valid_topic_name
 from .app import ToolError, user_agent
-from .clientopts import client_config
+from .clientopts import DELIVERING_DEFAULTS, client_config
 from .consuming import stop_all, subscribe
 from .hostpool import MODES
 from .jsonfilter import JsonFilter, Verdict
@@ -85,10 +85,12 @@ class Forwarder:
         self._scheduled = False
         pending, self._pending = self._pending, {}
         for (consumer, topic), items in pending.items():
+            # a share per destination, so --mode spreads even one turn's messages
+            share = -(-len(items) // self.destinations.shares)
             start, size = 0, 0
             for index, (_, body) in enumerate(items):
                 size += len(body)
-                if size > BATCH_BYTES and index > start:
+                if index > start and (size > BATCH_BYTES or index - start == share):
                     self._spawn(consumer, topic, items[start:index])
                     start, size = index, len(body)
             self._spawn(consumer, topic, items[start:])
@@ -140,7 +142,8 @@ def check(options: NsqToNsqOptions, log) -> None:
 async def run(options: NsqToNsqOptions, stop: asyncio.Event, log) -> int:
     check(options, log)
     agent = user_agent("nsq_to_nsq")
-    consumer_config = client_config(agent, "consumer-opt", options.consumer_opts, max_in_flight=options.max_in_flight)
+    consumer_config = client_config(agent, "consumer-opt", options.consumer_opts, defaults=DELIVERING_DEFAULTS,
+                                    max_in_flight=options.max_in_flight)
     destinations = Destinations(options.destination_nsqd_tcp_addresses,
                                 client_config(agent, "producer-opt", options.producer_opts), options.mode)
     forwarder = Forwarder(destinations, JsonFilter(options.require_json_field, options.require_json_value,

@@ -21,6 +21,12 @@ class Destinations:
         self._producers = {address: Producer(address, config) for address in self.addresses}
         self._selector = hostpool.selector(mode, self.addresses)
 
+    @property
+    def shares(self) -> int:
+        """Into how many parts a batch is worth splitting: one per destination
+        when ``--mode`` picks one, else one (it goes to every destination)."""
+        return len(self.addresses) if self._selector is not None else 1
+
     async def connect(self) -> None:
         """Reach every destination now: a wrong address is a one-line error at start."""
         async def reach(address: str) -> None:
