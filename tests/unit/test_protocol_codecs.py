@@ -91,6 +91,52 @@ def test_reader_aborts_on_an_over_long_line():
     assert reader.feed(b"NOP\n" + b"x" * 20000)[-1] is ABORT
 
 
+def test_a_line_and_its_newline_must_fit_nsqds_buffer():
+    reader = v2_reader(max_msg_size=10, max_body_size=20)
+    assert reader.feed(b"NOP" + b" " * (cmd.MAX_LINE_LENGTH - 4) + b"\n")[0].name == b"NOP"
+    assert reader.feed(b"NOP" + b" " * (cmd.MAX_LINE_LENGTH - 3) + b"\n") == [ABORT]
+
+
+@pytest.mark.parametrize("line", [b"PUB bad*topic\n", b"PUB\n", b"DPUB t soon\n", b"DPUB t 3600001\n",
+                                  b"MPUB \n"])
+def test_bad_body_command_parameters_do_not_wait_for_the_body(line):
+    reader = v2_reader(max_msg_size=100, max_body_size=200, max_defer_ms=3_600_000)
+    (command,) = reader.feed(line + struct.pack(">i", 50))
+    assert command.body is None and command.body_error is None  # the handler refuses the parameters
+
+
+@pytest.mark.parametrize("cut, expected", [
+    (b"PUB t\n", ("E_BAD_MESSAGE", "PUB failed to read message body size")),
+    (b"PUB t\n\x00\x00\x00\x05ab", ("E_BAD_MESSAGE", "PUB failed to read message body")),
+    (b"IDENTIFY\n\x00", ("E_BAD_BODY", "IDENTIFY failed to read body size")),
+    (b"MPUB t\n" + struct.pack(">i", 50), ("E_BAD_BODY", "MPUB failed to read message count")),
+    (b"MPUB t\n" + struct.pack(">ii", 50, 2) + struct.pack(">i", 1) + b"a\x00",
+     ("E_BAD_MESSAGE", "MPUB failed to read message(1) body size")),
+    (b"MPUB t\n" + struct.pack(">iii", 50, 2, 9) + b"abc", ("E_BAD_MESSAGE", "MPUB failed to read message(0) body")),
+    (b"NOP\nPUB t", None),
+    (b"NOP\n", None),
+])
+def test_a_stream_cut_inside_a_body_gets_nsqds_error(cut, expected):
+    reader = v2_reader(max_msg_size=100, max_body_size=200)
+    reader.feed(cut)
+    error = reader.truncation_error()
+    assert (error and (error.code, error.description)) == expected
+
+
+def test_mpub_with_a_message_missing_its_size_is_a_bad_message():
+    body = struct.pack(">i", 2) + struct.pack(">i", 1) + b"a"
+    with pytest.raises(ProtocolError) as raised:
+        parse_mpub_body(body, 100, 200)
+    assert raised.value.code == "E_BAD_MESSAGE"
+
+
+def test_mpub_body_may_carry_trailing_bytes_when_not_exact():
+    body = encode_mpub_body([b"a", b"b"]) + b"tail"
+    assert parse_mpub_body(body, 100, 200, exact=False) == [b"a", b"b"]
+    with pytest.raises(ProtocolError):
+        parse_mpub_body(body, 100, 200)
+
+
 def test_reader_joins_a_large_body_once():
     reader = v2_reader(max_msg_size=1 << 20, max_body_size=5 << 20)
     body = bytes(range(256)) * 4000
