@@ -95,7 +95,7 @@ def test_graceful_stop_says_when_the_source_never_confirmed(spark, spark_nsqd, t
     stopped anyway, and the caller is told."""
     query = (spark.readStream.format("nsq").options(**source_options(spark_nsqd, topic)).load()
              .writeStream.format("memory").queryName(topic).start())
-    assert stop_gracefully(query, str(tmp_path / "drain"), timeout=1) is False
+    assert not stop_gracefully(query, str(tmp_path / "drain"), timeout=1).confirmed
     assert not query.isActive
 
 

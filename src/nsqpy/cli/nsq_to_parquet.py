@@ -100,8 +100,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(status.render(query), flush=True)
         if stop.is_set() and query.isActive:
             print("nsq_to_parquet: stopping after the batch in progress", flush=True)
-            if not stop_gracefully(query, drain_file(args.checkpoint_dir)):
-                print("nsq_to_parquet: the source did not confirm the drain; nsqd redelivers what it holds",
+            drained = stop_gracefully(query, drain_file(args.checkpoint_dir))
+            if not drained.confirmed:
+                print("nsq_to_parquet: the source did not confirm the drain; nsqd redelivers what it held, "
+                      "including the last archived batch if it was not acknowledged",
+                      file=sys.stderr, flush=True)
+            elif drained.unconfirmed:
+                print(f"nsq_to_parquet: nsqd did not confirm {drained.unconfirmed} acknowledgements; "
+                      "up to that many archived messages will be delivered and archived again",
                       file=sys.stderr, flush=True)
         error = query.exception()
         print(status.render(query), flush=True)

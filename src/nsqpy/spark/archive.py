@@ -6,9 +6,10 @@ timestamp (UTC). Spark's file sink commits each micro-batch in its
 only after that commit, so an archived message is acknowledged and an
 acknowledged message is archived.
 
-A graceful stop goes through the source's drain file: the source answers
-what is committed, gives back what it received but did not archive, and
-reads no more; then the query stops.
+A graceful stop goes through the source's drain file (``drain.py``): the
+source answers what is committed, gives back what it received but did not
+archive, waits until nsqd confirmed those answers, and reads no more; then
+the query stops.
 """
 
 import json
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 
+from . import drain
 from .backlog import channel_backlog, nsqd_http_addresses
 from .ledger import position
 
@@ -33,12 +35,10 @@ def start_archive(spark, source_options: dict, output_dir: str, checkpoint_dir: 
                   trigger: str | None = None, available_now: bool = False):
     """Start the archive query; ``source_options`` are the ``nsq`` source's."""
     os.makedirs(checkpoint_dir, exist_ok=True)
-    drain = drain_file(checkpoint_dir)
-    for stale in (drain, drain + ".done"):
-        if os.path.exists(stale):
-            os.unlink(stale)
+    drain_request = drain_file(checkpoint_dir)
+    drain.clear(drain_request)
     messages = (spark.readStream.format("nsq").options(**source_options)
-                .option("drain_file", drain).load()
+                .option("drain_file", drain_request).load()
                 .withColumn("date", F.date_format("timestamp", "yyyy-MM-dd"))
                 .withColumn("hour", F.date_format("timestamp", "HH")))
     writer = (messages.writeStream.format("parquet").option("path", output_dir)
@@ -51,21 +51,29 @@ def start_archive(spark, source_options: dict, output_dir: str, checkpoint_dir: 
     return writer.start()
 
 
-def stop_gracefully(query, drain: str, timeout: float = 60.0) -> bool:
-    """Stop a query reading the ``nsq`` source with ``drain_file=<drain>``:
+def stop_gracefully(query, drain_request: str, timeout: float = 60.0) -> drain.Drain:
+    """Stop a query reading the ``nsq`` source with ``drain_file=<drain_request>``:
     ask the source to drain, wait until it has (the batch running now
-    commits first), then stop the query. False when the source did not
-    confirm in time (or the query failed): the query is stopped anyway, and
-    what was not FINished is redelivered by nsqd. A query that ended by
-    itself without error (availableNow) FINished its last batch already."""
-    with open(drain, "w") as marker:
-        marker.write("stop\n")
+    commits first, then every acknowledgement is confirmed by nsqd), then
+    stop the query. The result is false when the source did not confirm in
+    time (or the query failed; the query is stopped anyway, and what was not
+    FINished is redelivered by nsqd), or when nsqd did not confirm some FINs
+    (``unconfirmed`` says how many archived messages may come back). A query
+    that ended by itself without error (availableNow) FINished its last
+    batch already."""
+    drain.request(drain_request)
     deadline = time.monotonic() + timeout
-    while query.isActive and time.monotonic() < deadline and not os.path.exists(drain + ".done"):
-        time.sleep(0.1)
-    drained = os.path.exists(drain + ".done") or (not query.isActive and query.exception() is None)
+    report = None
+    while query.isActive and time.monotonic() < deadline:
+        report = drain.read_report(drain_request)
+        if report is not None:
+            break
+        time.sleep(0.05)
+    report = report or drain.read_report(drain_request)
+    if report is None:
+        report = drain.Drain(confirmed=not query.isActive and query.exception() is None)
     query.stop()
-    return drained
+    return report
 
 
 _PYTHON_ERROR = re.compile(r"^(?:\w+\.)*(\w+(?:Error|Exception)): (.*)$", re.MULTILINE)

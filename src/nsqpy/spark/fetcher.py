@@ -7,15 +7,24 @@ batch stay in flight, TOUCHed well before nsqd's timeout, until the source
 says their batch is committed. The process ending closes the connections,
 and nsqd requeues whatever was still in flight: no cleanup call from Spark
 is needed for that.
+
+A stop that must not lose acknowledgements (a graceful drain) cannot just
+close: closing a socket with unread messages in it resets the connection,
+and nsqd then discards the FINs it had received but not yet processed. So
+``stop()`` sends CLS and waits for nsqd's CLOSE_WAIT on every connection:
+nsqd answers commands in order, so that answer proves every FIN before it
+was applied. It reports how many acknowledgements nsqd never confirmed.
 """
 
 import asyncio
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
+from dataclasses import dataclass
 
 from ..client.consumer import Consumer
+from ..protocol import commands
 from .options import SourceOptions
 
 log = logging.getLogger("nsqpy.spark")
@@ -23,6 +32,17 @@ log = logging.getLogger("nsqpy.spark")
 _POLL = 0.005  # seconds between looks at the arrivals while a batch fills
 _CONNECT_TIMEOUT = 30.0
 _ANSWER_TIMEOUT = 10.0
+_CLOSE_WAIT_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """How a stop ended at nsqd. ``unconfirmed``: FINs sent on a connection
+    that closed before nsqd confirmed them, so up to that many archived
+    messages may be delivered again. ``released``: received but never put in
+    a batch; nsqd delivers them again, which is no copy."""
+    released: int
+    unconfirmed: int
 
 
 class Fetcher:
@@ -30,6 +50,8 @@ class Fetcher:
         self.options = options
         self.arrived: deque = deque()  # appended by the loop thread, taken by read()
         self._taken: dict[bytes, object] = {}  # handed to Spark, not yet answered; loop thread only
+        self._fins: Counter = Counter()  # FINs sent per connection; loop thread only
+        self._stopped: Stopped | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="nsqpy-spark-source", daemon=True)
         self._thread.start()
@@ -86,14 +108,41 @@ class Fetcher:
         if messages:
             self._call(self._answer(messages, requeue=True), _ANSWER_TIMEOUT)
 
-    def release_arrived(self) -> int:
-        """Give back everything received but not yet in a batch; stop receiving."""
-        self._loop.call_soon_threadsafe(self._consumer.change_max_in_flight, 0)  # before the REQs below
-        released = []
-        while self.arrived:
-            released.append(self.arrived.popleft())
-        self.requeue(released)
-        return len(released)
+    def stop(self) -> Stopped:
+        """Stop receiving, give back everything received but not in a batch,
+        and close only once nsqd confirmed every answer sent (CLOSE_WAIT).
+        Call it when no batch is waiting for its commit."""
+        if self._stopped is None:
+            self._stopped = self._call(self._stop(), _ANSWER_TIMEOUT + _CLOSE_WAIT_TIMEOUT)
+        return self._stopped
+
+    async def _stop(self) -> Stopped:
+        consumer = self._consumer
+        consumer.change_max_in_flight(0)
+        released = list(self.arrived)
+        self.arrived.clear()
+        await self._answer(released, requeue=True)
+        connections = list(consumer.connections.values())
+        answers = [conn.request(commands.CLS) for conn in connections]
+        done, _ = await asyncio.wait(answers, timeout=_CLOSE_WAIT_TIMEOUT) if answers else ((), ())
+        unconfirmed = 0
+        for conn, answer in zip(connections, answers):
+            if answer not in done or answer.exception() is not None:
+                unconfirmed += self._fins[conn]
+            # closed here, not by the consumer: it would send a second CLS, which nsqd refuses
+            consumer.connections.pop(conn.address, None)
+            conn.close()
+        late = len(self.arrived) + len(self._taken)  # came after the CLS, or never committed
+        await self._shut_down()
+        if unconfirmed:
+            log.warning("nsq source: nsqd did not confirm %d acknowledgements before the connection closed; "
+                        "those messages may be delivered again", unconfirmed)
+        return Stopped(released=len(released) + late, unconfirmed=unconfirmed)
+
+    async def _shut_down(self) -> None:
+        if self._toucher is not None:
+            self._toucher.cancel()
+        await self._consumer.stop(timeout=1.0)
 
     async def _answer(self, messages, requeue: bool) -> list:
         taken = self._taken
@@ -105,6 +154,8 @@ class Fetcher:
                 message.requeue(0, backoff=False)
         else:
             orphans = self._consumer.finish_all(messages)
+            skipped = set(map(id, orphans))
+            self._fins.update(m.connection for m in messages if id(m) not in skipped)
         await self._consumer.flushed()
         return orphans
 
@@ -120,12 +171,10 @@ class Fetcher:
                 message.touch()
 
     def close(self) -> None:
-        """Give back what is held (nsqd would requeue it anyway) and stop."""
-        if self._consumer is not None and self._loop.is_running():
-            if self._toucher is not None:
-                self._loop.call_soon_threadsafe(self._toucher.cancel)
+        """Stop without waiting for confirmations (nsqd requeues what is held)."""
+        if self._consumer is not None and self._loop.is_running() and self._stopped is None:
             try:
-                self._call(self._consumer.stop(timeout=1.0), _ANSWER_TIMEOUT)
+                self._call(self._shut_down(), _ANSWER_TIMEOUT)
             except Exception as error:  # closing is best effort: nsqd requeues on disconnect
                 log.warning("nsq source: closing the consumer failed: %s", error)
         self._loop.call_soon_threadsafe(self._loop.stop)

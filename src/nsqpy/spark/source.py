@@ -24,6 +24,7 @@ from pyspark.sql.types import (BinaryType, IntegerType, StringType, StructField,
                                TimestampType)
 
 from .backlog import channel_backlog, nsqd_http_addresses
+from . import drain
 from ..protocol.dedupkey import split_key
 from .fetcher import Fetcher
 from .ledger import Batch, Ledger, offset, position
@@ -196,12 +197,12 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _drain_requested(self) -> bool:
         """A graceful stop asked through ``drain_file``: answer what is committed
-        (done by now), give back what is not in a batch, say so, read no more."""
+        (done by now), give back what is not in a batch, close once nsqd has
+        confirmed every answer, say how that went, read no more."""
         drain_file = self.options.drain_file
         if not drain_file or not os.path.exists(drain_file):
             return False
         self._draining = True
-        released = self._fetcher.release_arrived()
-        with open(drain_file + ".done", "w") as done:
-            done.write(f"released {released}\n")
+        stopped = self._fetcher.stop()
+        drain.write_report(drain_file, stopped.released, stopped.unconfirmed)
         return True
