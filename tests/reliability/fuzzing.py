@@ -11,6 +11,7 @@ import socket
 import struct
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 CASE_TIMEOUT = 5.0
 
@@ -19,10 +20,17 @@ INTERESTING_TOKENS = (b"\n", b" ", b"\r\n", b"\x00", b"\xff", b"{", b"}", b"[", 
                       b"-1", b"99999999999999999999", b"\r\n\r\n")
 
 
+#: JSON nested up to 5,000 levels (complete or cut off): past any parser's recursion limit.
+nested_json = st.tuples(st.integers(1, 5000), st.sampled_from([b"[", b'{"a":', b'{"client_id":[']),
+                        st.booleans()).map(
+    lambda a: a[1] * a[0] + (b"1" + (b"]" if a[1] == b"[" else b"}") * a[0] if a[2] else b""))
+
+
 class Mutator:
     """Byte-level mutations of valid sessions: flips, inserts, deletions,
     duplications, truncations, int32 fields set to edge values, interesting
-    tokens, and splices of two sessions. Seeded, so a failure replays."""
+    tokens, splices of two sessions, and short runs repeated thousands of
+    times. Seeded, so a failure replays."""
 
     def __init__(self, corpus: list[bytes], seed: int):
         self.corpus = corpus
@@ -36,7 +44,7 @@ class Mutator:
                 data += rng.randbytes(rng.randint(1, 16))
                 continue
             i = rng.randrange(len(data))
-            op = rng.randrange(9)
+            op = rng.randrange(10)
             if op == 0:
                 data[i] ^= 1 << rng.randrange(8)
             elif op == 1:
@@ -54,8 +62,11 @@ class Mutator:
             elif op == 7:
                 other = rng.choice(self.corpus)
                 data[i:] = other[rng.randrange(len(other) + 1):]
-            else:
+            elif op == 8:
                 data[i] = rng.randrange(256)
+            else:  # a short run repeated: deep nesting, long lines, floods of one command
+                run = data[i:i + rng.randint(1, 6)] if rng.random() < 0.5 else rng.choice(INTERESTING_TOKENS)
+                data[i:i] = run * rng.randint(100, 3000)
         return bytes(data)
 
     def cases(self, count: int):

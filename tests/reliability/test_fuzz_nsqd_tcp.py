@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from nsqpy.protocol import commands
 from nsqpy.protocol.frames import MAGIC_V2
 from tests.reliability.conftest import assert_no_traceback
-from tests.reliability.fuzzing import Mutator, play_all, play_generated
+from tests.reliability.fuzzing import Mutator, nested_json, play_all, play_generated
 from tests.reliability.healthy import HealthyTraffic, assert_stats_consistent
 
 pytestmark = pytest.mark.reliability
@@ -38,6 +38,7 @@ def v2_corpus() -> list[bytes]:
         {"feature_negotiation": True, "snappy": True}, {"feature_negotiation": True, "deflate": True,
                                                         "deflate_level": 3},
         {"heartbeat_interval": -1}, {"tls_v1": True, "feature_negotiation": True},
+        {"client_id": [["fz"]], "user_agent": {"a": {"b": None}}},
     ]
     corpus = [commands.identify(body) for body in identify_bodies]
     corpus += [
@@ -87,6 +88,7 @@ v2_commands = st.one_of(
         lambda a: a[0] + b" " + a[1].encode() + b"\n" + struct.pack(">i", a[2]) + a[3]),
     st.sampled_from([commands.NOP, commands.CLS, b"\n", b" \n", b"\r\n"]),
     st.binary(max_size=64),
+    nested_json.map(lambda body: commands.encode_command(b"IDENTIFY", body=body)),
 )
 
 

@@ -8,9 +8,9 @@ holds no traceback."""
 import pytest
 from hypothesis import strategies as st
 
-from nsqpy.protocol import lookup
+from nsqpy.protocol import commands, lookup
 from tests.reliability.conftest import assert_no_traceback
-from tests.reliability.fuzzing import Mutator, play_all, play_generated
+from tests.reliability.fuzzing import Mutator, nested_json, play_all, play_generated
 from tests.support.wire import LookupConn, http_json, wait_until
 
 pytestmark = pytest.mark.reliability
@@ -44,6 +44,7 @@ stream_items = st.one_of(
     .map(lambda a: " ".join([a[0], *a[1]]).encode() + b"\n"),
     st.sampled_from([b"PING\n", b"\n", b"  \n", b"IDENTIFY\n"]),
     st.binary(max_size=64),
+    nested_json.map(lambda body: commands.encode_command(b"IDENTIFY", body=body)),
 )
 
 
