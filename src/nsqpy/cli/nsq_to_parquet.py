@@ -10,15 +10,26 @@ nsqd, and nothing else.
 
 import argparse
 import os
+import re
 import signal
 import sys
 import threading
 
-from .flags import nsqpy_version_line
+from .flags import _Parser, nsqpy_version_line
+
+# what Spark's processingTime accepts: "10 seconds", "500 milliseconds", "1 minute 30 seconds"
+_INTERVAL = re.compile(r"^(?:interval\s+)?(?:\d+(?:\.\d+)?\s*(?:week|day|hour|minute|min|second|sec|millisecond|"
+                       r"ms|microsecond|us)s?\s*)+$", re.IGNORECASE)
+
+
+def trigger_interval(text: str) -> str:
+    if not _INTERVAL.match(text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an interval like '10 seconds' or '500 milliseconds'")
+    return text.strip()
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="nsq_to_parquet", description=__doc__.split("\n")[0].split(": ", 1)[1])
+    parser = _Parser(prog="nsq_to_parquet", description=__doc__.split("\n")[0].split(": ", 1)[1])
     parser.add_argument("--version", action="version", version=nsqpy_version_line("nsq_to_parquet"))
     parser.add_argument("--topic", required=True, help="NSQ topic to archive")
     parser.add_argument("--channel", default="nsq_to_parquet", help="NSQ channel (default nsq_to_parquet)")
@@ -33,7 +44,7 @@ def parse_args(argv):
                                                  "keep it to resume where the last run stopped")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]), "
                                                              "e.g. spark://host:7077")
-    parser.add_argument("--trigger", default="10 seconds",
+    parser.add_argument("--trigger", default="10 seconds", type=trigger_interval,
                         help="micro-batch interval (default '10 seconds'; '0 seconds': as fast as possible)")
     parser.add_argument("--available-now", action="store_true",
                         help="archive what the channel holds now, then exit")
@@ -73,10 +84,43 @@ def source_options(args) -> dict:
     return options
 
 
+def preflight(args) -> tuple[dict, int]:
+    """The source's options, or the exit status of a one-line failure: every
+    check that needs no JVM (options, paths, the nodes reached once) runs
+    before Spark starts, so a mistake costs a second, not a JVM start."""
+    try:
+        import nsqpy.spark  # noqa: F401 - PySpark and PyArrow present, and recent enough
+    except ImportError as error:
+        return {}, _fail(str(error), 1)
+    from ..spark.options import OptionError, SourceOptions
+    from ..spark.preflight import Unreachable, check_writable, reach
+
+    options = source_options(args)
+    try:
+        parsed = SourceOptions.parse(options)
+    except OptionError as error:
+        return {}, _fail(f"{error} (see nsq_to_parquet --help)", 2)
+    try:
+        check_writable("--output-dir", args.output_dir)
+        check_writable("--checkpoint-dir", args.checkpoint_dir)
+        reach(parsed)
+    except Unreachable as error:
+        return {}, _fail(str(error), 1)
+    return options, 0
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"nsq_to_parquet: {message}", file=sys.stderr, flush=True)
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     args.output_dir = os.path.abspath(args.output_dir)
     args.checkpoint_dir = os.path.abspath(args.checkpoint_dir or os.path.join(args.output_dir, "_checkpoint"))
+    options, status = preflight(args)
+    if status:
+        return status
     from ..spark.archive import StatusLine, drain_file, failure_reason, start_archive, stop_gracefully
     from ..spark.session import build_session
 
@@ -87,11 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    options = source_options(args)
     query = start_archive(spark, options, args.output_dir, args.checkpoint_dir,
                           trigger=args.trigger, available_now=args.available_now)
-    print(f"nsq_to_parquet: archiving {args.topic}/{args.channel} to {args.output_dir} "
-          f"(master {args.master}); Ctrl-C stops", flush=True)
+    print(f"nsq_to_parquet: archiving {'what is queued in ' if args.available_now else ''}"
+          f"{args.topic}/{args.channel} to {args.output_dir} (master {args.master})"
+          f"{'' if args.available_now else '; Ctrl-C stops'}", flush=True)
     status = StatusLine(options)
     try:
         while query.isActive and not stop.is_set():

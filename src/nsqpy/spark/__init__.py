@@ -10,17 +10,25 @@ newer, whose Python data source API has admission control and
 ``Trigger.AvailableNow``, and PyArrow.
 """
 
-import pyspark
+INSTALL_HINT = "pip install 'nsqpy[spark]' (in a checkout: .venv/bin/pip install -e '.[spark]')"
+
+try:
+    import pyarrow  # noqa: F401 - the source's batches are Arrow record batches
+    import pyspark
+except ImportError as missing:
+    raise ImportError(f"nsqpy.spark needs PySpark and PyArrow ({missing.name} is not installed): "
+                      f"{INSTALL_HINT}", name=missing.name) from None
 
 _MAJOR, _MINOR = (int(part) for part in pyspark.__version__.split(".")[:2])
 if (_MAJOR, _MINOR) < (4, 2):
     # earlier versions run a single batch under availableNow and never commit it
     raise ImportError(f"nsqpy.spark needs PySpark 4.2 or newer (found {pyspark.__version__}): "
-                      "pip install 'nsqpy[spark]'")
+                      f"{INSTALL_HINT}")
 
 from pyspark.sql.datasource import DataSource  # noqa: E402 - after the version check
 
 from .options import OptionError, SinkOptions, SourceOptions  # noqa: E402
+from .preflight import Unreachable, reach  # noqa: E402
 from .sink import NSQStreamWriter, NSQWriter, PublishError  # noqa: E402
 from .source import NSQStreamReader, source_schema  # noqa: E402
 
@@ -33,9 +41,15 @@ class NSQDataSource(DataSource):
         return "nsq"
 
     def schema(self):
-        """Asked only when reading, so the source's options are checked here:
-        a mistake fails ``load()`` at once rather than the started query."""
-        return source_schema(SourceOptions.parse(self.options).dedup_key)
+        """Asked only when reading, so the source's options are checked, and
+        its nodes reached once, here: a mistake fails ``load()`` at once in
+        one line rather than the started query."""
+        options = SourceOptions.parse(self.options)
+        try:
+            reach(options)
+        except Unreachable as error:
+            raise OptionError(str(error)) from None
+        return source_schema(options.dedup_key)
 
     def simpleStreamReader(self, schema):
         return NSQStreamReader(SourceOptions.parse(self.options))

@@ -24,8 +24,23 @@ def _lower(options) -> dict[str, str]:
     return {str(key).lower(): str(value) for key, value in dict(options or {}).items()}
 
 
-def _addresses(value: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in value.split(",") if part.strip())
+def _addresses(options: dict, name: str, urls: bool = False) -> tuple[str, ...]:
+    """Comma-separated ``host:port`` (or, where ``urls``, http(s) URLs too)."""
+    found = tuple(part.strip() for part in options.get(name, "").split(",") if part.strip())
+    for address in found:
+        if urls and address.startswith(("http://", "https://")):
+            continue
+        _, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise OptionError(f"option {name}: {address!r} is not host:port")
+    return found
+
+
+def _refuse_unknown(options: dict, known: set[str]) -> None:
+    unknown = sorted(set(options) - known - set(_CONFIG_FIELDS))
+    if unknown:
+        raise OptionError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+                          f"(known: {', '.join(sorted(known))}, and the client Config fields)")
 
 
 def _convert(name: str, kind, text: str):
@@ -67,6 +82,10 @@ def _topic(options: dict) -> str:
     return topic
 
 
+_SOURCE_OPTIONS = {"topic", "channel", "nsqd_tcp_addresses", "lookupd_http_addresses", "nsqd_http_addresses",
+                   "max_messages_per_batch", "batch_wait", "idle_timeout", "walpath", "drain_file", "dedup_key"}
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceOptions:
     topic: str
@@ -85,11 +104,12 @@ class SourceOptions:
     @classmethod
     def parse(cls, raw) -> "SourceOptions":
         options = _lower(raw)
+        _refuse_unknown(options, _SOURCE_OPTIONS)
         channel = options.get("channel", "")
         if not is_valid_channel_name(channel):
             raise OptionError(f"option channel: {'missing' if not channel else f'invalid name {channel!r}'}")
-        nsqd = _addresses(options.get("nsqd_tcp_addresses", ""))
-        lookupd = _addresses(options.get("lookupd_http_addresses", ""))
+        nsqd = _addresses(options, "nsqd_tcp_addresses")
+        lookupd = _addresses(options, "lookupd_http_addresses", urls=True)
         if not nsqd and not lookupd:
             raise OptionError("give nsqd_tcp_addresses or lookupd_http_addresses (comma-separated host:port)")
         per_batch = _number(options, "max_messages_per_batch", 10000, int, minimum=1)
@@ -98,7 +118,7 @@ class SourceOptions:
         config = client_config(options, max_in_flight=2 * per_batch, max_attempts=0)
         return cls(
             topic=_topic(options), channel=channel, nsqd_tcp_addresses=nsqd, lookupd_http_addresses=lookupd,
-            nsqd_http_addresses=_addresses(options.get("nsqd_http_addresses", "")),
+            nsqd_http_addresses=_addresses(options, "nsqd_http_addresses", urls=True),
             max_messages_per_batch=per_batch,
             batch_wait=_number(options, "batch_wait", 0.5),
             idle_timeout=_number(options, "idle_timeout", 2.0),
@@ -122,7 +142,7 @@ class SinkOptions:
     @classmethod
     def parse(cls, raw) -> "SinkOptions":
         options = _lower(raw)
-        nsqd = _addresses(options.get("nsqd_tcp_addresses", ""))
+        nsqd = _addresses(options, "nsqd_tcp_addresses")
         if not nsqd:
             raise OptionError("give nsqd_tcp_addresses (comma-separated host:port) to publish to")
         return cls(

@@ -1,0 +1,69 @@
+"""``nsq_to_parquet`` and ``load()`` refuse mistakes before Spark runs: one line, quickly."""
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+NO_PYSPARK = ("import sys; sys.modules['pyspark'] = None; "
+              "from nsqpy.cli.nsq_to_parquet import main; sys.exit(main(sys.argv[1:]))")
+
+
+def _closed_port() -> str:
+    """An address where nothing listens (bound and closed again)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
+def _run(*args, program=("-m", "nsqpy.cli.nsq_to_parquet")) -> tuple[int, str, float]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, *program, *args], capture_output=True, text=True, timeout=30)
+    return done.returncode, done.stderr, time.monotonic() - started
+
+
+@pytest.mark.parametrize("args, status, message", [
+    (["--trigger=banana"], 2, "argument --trigger: 'banana' is not an interval like '10 seconds'"),
+    (["--topic=b@d"], 2, "option topic: invalid topic name 'b@d'"),
+    (["--channel=no way"], 2, "option channel: invalid name 'no way'"),
+    (["--nsqd-tcp-address=nowhere"], 2, "option nsqd_tcp_addresses: 'nowhere' is not host:port"),
+    (["--option=colour=red"], 2, "unknown option colour"),
+    (["--option=max_messages_per_batch=many"], 2, "option max_messages_per_batch: expected int, got 'many'"),
+    (["--nsqd-tcp-address={closed}"], 1, "cannot reach nsqd at {closed}: Connection refused"),
+    (["--lookupd-http-address={closed}"], 1, "cannot reach nsqlookupd at {closed} (Connection refused)"),
+    (["--output-dir=/proc/nsqpy/out"], 1, "--output-dir /proc/nsqpy/out cannot be created"),
+], ids=["trigger", "topic", "channel", "address", "unknown-option", "option-value", "nsqd-down", "lookupd-down",
+        "output-dir"])
+def test_a_mistake_is_one_line_before_the_jvm(spark_nsqd, tmp_path, args, status, message):
+    closed = _closed_port()
+    defaults = {"--topic": "events", "--output-dir": str(tmp_path / "out")}
+    given = {arg.split("=", 1)[0] for arg in args}
+    command = [f"{flag}={value}" for flag, value in defaults.items() if flag not in given]
+    if not any(arg.startswith(("--nsqd-tcp-address", "--lookupd-http-address")) for arg in args):
+        command.append(f"--nsqd-tcp-address={spark_nsqd.tcp_address}")
+    returncode, stderr, took = _run(*command, *(arg.format(closed=closed) for arg in args))
+    assert (returncode, stderr.count("\n")) == (status, 1), stderr
+    assert stderr.startswith("nsq_to_parquet: ") and message.format(closed=closed) in stderr
+    assert took < 2.0, f"{took:.1f}s: did Spark start?"
+
+
+def test_without_pyspark_one_line_names_the_install_command(tmp_path):
+    returncode, stderr, took = _run("--topic=events", f"--output-dir={tmp_path}", "--nsqd-tcp-address=127.0.0.1:4150",
+                                    program=("-c", NO_PYSPARK))
+    assert returncode == 1 and stderr.count("\n") == 1, stderr
+    assert "(pyspark is not installed): pip install 'nsqpy[spark]'" in stderr
+    assert ".venv/bin/pip install -e '.[spark]'" in stderr
+
+
+def test_load_reaches_nsqd_once_and_names_the_one_down(spark, topic):
+    closed = _closed_port()
+    reader = (spark.readStream.format("nsq").option("topic", topic).option("channel", "c")
+              .option("nsqd_tcp_addresses", closed))
+    with pytest.raises(Exception, match=f"cannot reach nsqd at {closed}"):
+        reader.load()
+    with pytest.raises(Exception, match="unknown option colour"):
+        reader.option("colour", "red").load()
