@@ -22,8 +22,9 @@ class ToolProcess:
     """A running tool; stdout and stderr collected by threads (never a full pipe)."""
 
     def __init__(self, name: str, args, **popen):
-        self.process = subprocess.Popen(tool_command(name, *args), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+        popen.setdefault("stdin", subprocess.DEVNULL)
+        self.process = subprocess.Popen(tool_command(name, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        **popen)
         self.stdout = bytearray()
         self.stderr = bytearray()
         self._readers = [threading.Thread(target=self._read, args=(self.process.stdout, self.stdout), daemon=True),

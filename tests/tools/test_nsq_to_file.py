@@ -12,6 +12,7 @@ import zlib
 
 import pytest
 
+from tests.support.wire import http_json
 from tests.tools.helpers import channel_stats, create_channel, drain, eventually, lines, publish, wait_settled
 
 SHORT_HOST = socket.gethostname().split(".")[0]
@@ -201,3 +202,23 @@ def test_a_full_disk_requeues_and_stops_with_one_line(nsqd, topic, out, start_to
     assert archived == bodies[:len(archived)] and 0 < len(archived) <= 200  # whole records only
     settled = wait_settled(nsqd, topic, "nsq_to_file")
     assert settled["depth"] + settled["deferred_count"] == len(bodies) - len(archived)
+
+
+def test_topic_pattern_through_lookupd_finds_new_topics(start_lookupd, start_nsqd, topic, out, start_tool):
+    lookupd = start_lookupd()
+    nsqd = start_nsqd(f"--lookupd-tcp-address={lookupd.tcp_address}")
+    topic = topic[:50]
+    wanted, unwanted, later = f"{topic}_logs", f"x{topic}_other", f"{topic}_later"
+    publish(nsqd, wanted, [b"w"])
+    publish(nsqd, unwanted, [b"u"])
+    eventually(lambda: {wanted, unwanted} <= set(http_json("GET", f"{lookupd.http_url}/topics")[1]["topics"]))
+    tool = start_tool("nsq_to_file", f"--topic-pattern=^{topic}_", f"--lookupd-http-address={lookupd.http_address}",
+                      f"--output-dir={out}", "--topic-refresh=200ms", "--sync-interval=100ms", "--datetime-format=%Y",
+                      "--filename-format=<TOPIC>.log")
+    all_finished(nsqd, wanted, 1)
+    publish(nsqd, later, [b"l1", b"l2"])
+    all_finished(nsqd, later, 2)
+    assert tool.stop() == 0
+    assert sorted(os.listdir(out)) == sorted([f"{wanted}.log", f"{later}.log"])
+    assert (out / f"{later}.log").read_bytes() == b"l1\nl2\n"
+    assert channel_stats(nsqd, unwanted, "nsq_to_file") == {}

@@ -1,8 +1,9 @@
 """to_nsq: stdin records to a topic on every nsqd given."""
 
+import subprocess
 import time
 
-from tests.tools.helpers import create_channel, drain, publish, run_tool
+from tests.tools.helpers import channel_stats, create_channel, drain, eventually, publish, run_tool
 
 
 def test_records_to_every_nsqd_in_order(start_nsqd, topic):
@@ -44,3 +45,13 @@ def test_a_refused_publish_is_one_line(start_nsqd, topic):
     assert result.returncode == 1
     error = result.stderr.decode()
     assert "Traceback" not in error and f"publishing to {topic} failed" in error and "E_BAD_MESSAGE" in error
+
+
+def test_sigterm_publishes_what_was_read_and_exits(nsqd, topic, start_tool):
+    create_channel(nsqd, topic, "c")
+    tool = start_tool("to_nsq", f"--topic={topic}", f"--nsqd-tcp-address={nsqd.tcp_address}", stdin=subprocess.PIPE)
+    tool.process.stdin.write(b"one\ntwo\n")
+    tool.process.stdin.flush()
+    eventually(lambda: channel_stats(nsqd, topic, "c").get("depth") == 2)
+    assert tool.stop() == 0  # stdin still open: the signal ends it
+    assert drain(nsqd, topic, "c") == [b"one", b"two"]
