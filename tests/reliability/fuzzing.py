@@ -141,8 +141,8 @@ def play_one(hostport: tuple[str, int], data: bytes) -> None:
             sock.shutdown(socket.SHUT_WR)
             while sock.recv(65536):
                 pass
-        except (ConnectionResetError, BrokenPipeError):
-            pass  # closed by the daemon while we wrote: a fatal error, as meant
+        except OSError:
+            pass  # reset or closed by the daemon while we wrote: a fatal error, as meant
 
 
 def play_generated(hostport: tuple[str, int], prefix: bytes, streams, examples: int) -> None:
