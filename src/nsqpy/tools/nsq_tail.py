@@ -39,12 +39,13 @@ class StdoutLines:
         self._on_done = on_done
         self._shown = 0
         self._lines: list[bytes] = []
-        self._held: dict[Consumer, list] = {}
+        self._held: dict[str, list] = {}  # topic -> messages written this turn
+        self.consumers: dict[str, Consumer] = {}
         self._scheduled = False
         self._closed = False
         self._out = sys.stdout.buffer
 
-    def handler(self, topic: str, print_topic: bool, consumer_of):
+    def handler(self, topic: str, print_topic: bool):
         prefix = f"{topic} | ".encode() if print_topic else b""
         lines = self._lines
 
@@ -55,7 +56,7 @@ class StdoutLines:
                 return
             self._shown += 1
             lines.append(prefix + message.body + b"\n" if prefix else message.body + b"\n")
-            self._held.setdefault(consumer_of(), []).append(message)
+            self._held.setdefault(topic, []).append(message)
             if not self._scheduled:
                 self._scheduled = True
                 self._loop.call_soon(self.flush)
@@ -75,12 +76,12 @@ class StdoutLines:
                 self._out.flush()
             except BrokenPipeError:
                 self._stdout_closed()
-        for consumer, messages in held.items():
+        for topic, messages in held.items():
             if self._closed:
                 for message in messages:
                     message.requeue(0, backoff=False)
             else:
-                consumer.finish_all(messages)
+                self.consumers[topic].finish_all(messages)
 
     def _stdout_closed(self) -> None:
         """``| head`` has what it wanted: stop quietly, and keep Python from
@@ -104,12 +105,10 @@ async def run(options: TailOptions, stop, log) -> int:
     config = client_config(user_agent("nsq_tail"), "consumer-opt", options.consumer_opts,
                            max_in_flight=max_in_flight)
     lines = StdoutLines(asyncio.get_running_loop(), options.n, stop.set)
-    consumers = []
     for topic in options.topics:
         log.info("Adding consumer for topic: %s", topic)
-        slot = len(consumers)
-        handler = lines.handler(topic, options.print_topic, lambda slot=slot: consumers[slot])
-        consumers.append(Consumer(topic, channel, handler, config=config))
+        lines.consumers[topic] = Consumer(topic, channel, lines.handler(topic, options.print_topic), config=config)
+    consumers = list(lines.consumers.values())
     try:
         await subscribe(consumers, options)
         await stop.wait()

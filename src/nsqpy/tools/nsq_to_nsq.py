@@ -55,11 +55,12 @@ class Forwarder:
         self._status = StatusEvery(status_every, "[aggregate]:", log)
         self._per_destination = {address: StatusEvery(status_every, f"[{address}]:", log)
                                  for address in destinations.addresses}
-        self._pending: dict[tuple[Consumer, str], list] = {}
+        self.consumers: dict[str, Consumer] = {}  # by source topic
+        self._pending: dict[tuple[str, str], list] = {}  # (source, destination topic) -> [(message, body)]
         self._scheduled = False
         self._tasks: set[asyncio.Task] = set()
 
-    def handler(self, consumer_of, destination_topic: str):
+    def handler(self, source_topic: str, destination_topic: str):
         json_filter = self.json_filter
 
         async def handle(message) -> None:
@@ -74,7 +75,7 @@ class Forwarder:
                     message.requeue()
                     return
             message.disable_auto_response()
-            self._pending.setdefault((consumer_of(), destination_topic), []).append((message, body))
+            self._pending.setdefault((source_topic, destination_topic), []).append((message, body))
             if not self._scheduled:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._flush)
@@ -84,7 +85,8 @@ class Forwarder:
     def _flush(self) -> None:
         self._scheduled = False
         pending, self._pending = self._pending, {}
-        for (consumer, topic), items in pending.items():
+        for (source, topic), items in pending.items():
+            consumer = self.consumers[source]
             # a share per destination, so --mode spreads even one turn's messages
             share = -(-len(items) // self.destinations.shares)
             start, size = 0, 0
@@ -148,11 +150,10 @@ async def run(options: NsqToNsqOptions, stop: asyncio.Event, log) -> int:
                                 client_config(agent, "producer-opt", options.producer_opts), options.mode)
     forwarder = Forwarder(destinations, JsonFilter(options.require_json_field, options.require_json_value,
                                                    options.whitelist_json_fields), options.status_every, log)
-    consumers: list[Consumer] = []
     for topic in options.topics:
-        slot = len(consumers)
-        handler = forwarder.handler(lambda slot=slot: consumers[slot], options.destination_topic or topic)
-        consumers.append(Consumer(topic, options.channel, handler, config=consumer_config))
+        handler = forwarder.handler(topic, options.destination_topic or topic)
+        forwarder.consumers[topic] = Consumer(topic, options.channel, handler, config=consumer_config)
+    consumers = list(forwarder.consumers.values())
     try:
         await destinations.connect()
         await subscribe(consumers, options)
