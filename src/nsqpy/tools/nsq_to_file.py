@@ -2,8 +2,9 @@
 
 One consumer and one ``ArchiveFile`` per topic. Messages are held, not
 answered, until the file holding them is fsynced: every ``--sync-interval``,
-as soon as max-in-flight are held or the consumer is starved, at rotation,
-SIGHUP and exit. Only then are they FINished, so a crash at any moment loses
+as soon as half of max-in-flight are held (NSQ waits for all of them; at
+half, the other half streams in while the file syncs) or the consumer is
+starved, at rotation, SIGHUP and exit. Only then are they FINished, so a crash at any moment loses
 nothing: whatever was not synced is still in flight at nsqd and comes back.
 Writing and syncing run in one worker thread per topic; the event loop only
 collects messages and answers them.
@@ -66,7 +67,7 @@ class TopicArchiver:
         self.file = ArchiveFile(template, settings, log, self.label)
         self.consumer = Consumer(topic, options.channel, self._handle, config=config)
         self.log = log
-        self._batch_size = config.max_in_flight
+        self._batch_size = max(1, config.max_in_flight // 2)
         self._sync_interval = options.sync_interval
         self._skip_empty = options.skip_empty_files
         self._on_failure = on_failure
