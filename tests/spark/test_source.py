@@ -7,6 +7,8 @@ import pytest
 
 from nsqpy.spark.archive import drain_file, start_archive, stop_gracefully
 
+from tests.support.wire import http_json
+
 from .conftest import archived_bodies, channel_stats, publish, source_options, wait_for_registration
 
 pytestmark = pytest.mark.spark
@@ -228,3 +230,21 @@ def test_nsqd_restarting_mid_stream_loses_and_repeats_nothing(spark, start_nsqd,
     assert channel_stats(nsqd, topic, "archive")["in_flight_count"] == 0
     archived = archived_bodies(spark, out)
     assert sorted(archived) == bodies
+
+
+def test_a_batch_fills_past_one_connections_cap_with_nsqd_at_its_defaults(spark, start_nsqd, topic, tmp_path):
+    """nsqd's default --max-rdy-count (2500) caps one connection; the source
+    opens as many connections as its batches need, so one batch holds 6000."""
+    nsqd = start_nsqd()
+    bodies = _bodies(topic, 7000)
+    publish(nsqd, topic, bodies)
+    query = start_archive(spark, source_options(nsqd, topic, max_messages_per_batch=6000),
+                          str(tmp_path / "out"), str(tmp_path / "ck"), available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [6000, 1000]
+    assert sorted(archived_bodies(spark, tmp_path / "out")) == bodies
+    stats = channel_stats(nsqd, topic, "archive")
+    assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
+    assert len(http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")[1]["topics"][0]
+               ["channels"][0]["clients"]) == 0  # every connection closed at the end

@@ -139,3 +139,11 @@ def test_archived_rows_are_counted_from_the_offsets():
     # batches 2 and 3 fell out of Spark's history; the offsets still count their rows
     progress.update(SimpleNamespace(recentProgress=[report(4, 1200, 1500)]))
     assert (progress.batches, progress.rows) == (3, 1500)
+
+
+def test_enough_connections_per_node_for_the_in_flight_budget():
+    from nsqpy.spark.widening import MAX_CONNECTIONS_PER_NODE, consumers_needed
+    assert consumers_needed(20000, 2500) == 8  # two batches of 10,000 at nsqd's default cap
+    assert consumers_needed(20001, 2500) == 9
+    assert consumers_needed(1000, 2500) == 1
+    assert consumers_needed(10**9, 2500) == MAX_CONNECTIONS_PER_NODE

@@ -44,13 +44,14 @@ def parse_args(argv):
                                                  "keep it to resume where the last run stopped")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]), "
                                                              "e.g. spark://host:7077")
-    parser.add_argument("--trigger", default="10 seconds", type=trigger_interval,
-                        help="micro-batch interval (default '10 seconds'; '0 seconds': as fast as possible)")
+    parser.add_argument("--trigger", default="1 second", type=trigger_interval,
+                        help="micro-batch interval (default '1 second': a batch of up to "
+                             "--max-messages-per-batch each second; '0 seconds': as fast as possible)")
     parser.add_argument("--available-now", action="store_true",
                         help="archive what the channel holds now, then exit")
     parser.add_argument("--max-messages-per-batch", type=int, default=100000,
-                        help="cap on one micro-batch (default 100000; nsqd's --max-rdy-count caps "
-                             "what one connection holds)")
+                        help="cap on one micro-batch (default 100000; as many connections per nsqd are "
+                             "opened as nsqd's --max-rdy-count requires)")
     parser.add_argument("--wal", action="store_true",
                         help="keep a write-ahead log under the checkpoint: exact replays after a driver crash")
     parser.add_argument("--status-every", type=float, default=10.0, help="seconds between status lines")

@@ -1,7 +1,8 @@
 """The consumer behind the ``nsq`` source: receives, holds and answers messages.
 
 It lives in Spark's long-lived driver-side reader process, with the client's
-Consumer on a private event loop in a daemon thread, so ``read()`` (called
+consumers (as many connections per nsqd as a batch needs: ``widening.py``)
+on a private event loop in a daemon thread, so ``read()`` (called
 from Spark's thread) only takes what has arrived. Messages taken into a
 batch stay in flight, TOUCHed well before nsqd's timeout, until the source
 says their batch is committed. The process ending closes the connections,
@@ -23,9 +24,9 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from ..client.consumer import Consumer
 from ..protocol import commands
 from .options import SourceOptions
+from .widening import WideConsumer
 
 log = logging.getLogger("nsqpy.spark")
 
@@ -55,7 +56,7 @@ class Fetcher:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="nsqpy-spark-source", daemon=True)
         self._thread.start()
-        self._consumer: Consumer | None = None
+        self._consumer: WideConsumer | None = None
         self._toucher: asyncio.Task | None = None
         try:
             self._call(self._start(), _CONNECT_TIMEOUT)
@@ -68,9 +69,8 @@ class Fetcher:
 
     async def _start(self) -> None:
         options = self.options
-        self._consumer = Consumer(options.topic, options.channel, self._arrive, config=options.config)
-        await self._consumer.connect_to_nsqds(options.nsqd_tcp_addresses)
-        await self._consumer.connect_to_nsqlookupds(options.lookupd_http_addresses)
+        self._consumer = WideConsumer(options.topic, options.channel, self._arrive, options.config)
+        await self._consumer.connect(options.nsqd_tcp_addresses, options.lookupd_http_addresses)
         self._toucher = self._loop.create_task(self._touch_loop())
 
     async def _arrive(self, message) -> None:
@@ -122,7 +122,7 @@ class Fetcher:
         released = list(self.arrived)
         self.arrived.clear()
         await self._answer(released, requeue=True)
-        connections = list(consumer.connections.values())
+        connections = consumer.connections()
         answers = [conn.request(commands.CLS) for conn in connections]
         done, _ = await asyncio.wait(answers, timeout=_CLOSE_WAIT_TIMEOUT) if answers else ((), ())
         unconfirmed = 0
@@ -130,7 +130,7 @@ class Fetcher:
             if answer not in done or answer.exception() is not None:
                 unconfirmed += self._fins[conn]
             # closed here, not by the consumer: it would send a second CLS, which nsqd refuses
-            consumer.connections.pop(conn.address, None)
+            consumer.forget_connection(conn)
             conn.close()
         late = len(self.arrived) + len(self._taken)  # came after the CLS, or never committed
         await self._shut_down()

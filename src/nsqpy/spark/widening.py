@@ -1,0 +1,93 @@
+"""Several consumers of one channel acting as one, so a batch is not capped by one connection.
+
+nsqd caps what one connection may hold in flight (``--max-rdy-count``, 2500
+by default), and a consumer has one connection per nsqd. The source keeps a
+whole batch in flight until it commits, and wants room for two (the next one
+fills while Spark writes this one); so with nsqd's defaults one connection
+per node would cap every batch at 2500. ``WideConsumer`` opens as many
+consumers (one connection per node each) as that room needs, shares the
+in-flight budget among them, and answers each message through the consumer
+whose connection brought it.
+"""
+
+import asyncio
+import itertools
+import math
+
+from ..client.consumer import Consumer, ConnectionStats
+from ..client.config import Config
+
+DEFAULT_MAX_RDY_COUNT = 2500  # nsqd's default, when a node does not say
+MAX_CONNECTIONS_PER_NODE = 64
+
+
+def consumers_needed(in_flight: int, max_rdy_count: int) -> int:
+    """How many connections per node hold ``in_flight`` messages at ``max_rdy_count`` each."""
+    return max(1, min(MAX_CONNECTIONS_PER_NODE, math.ceil(in_flight / max(1, max_rdy_count))))
+
+
+class WideConsumer:
+    def __init__(self, topic: str, channel: str, handler, config: Config):
+        self.topic, self.channel, self.handler, self.config = topic, channel, handler, config
+        self.consumers: list[Consumer] = []
+
+    async def connect(self, nsqd_tcp_addresses, lookupd_http_addresses) -> None:
+        """One consumer first, to learn nsqd's cap; then as many more as the budget needs."""
+        first = await self._add(self.config.max_in_flight, nsqd_tcp_addresses, lookupd_http_addresses)
+        caps = [conn.max_rdy_count or DEFAULT_MAX_RDY_COUNT for conn in first.connections.values()]
+        wanted = consumers_needed(self.config.max_in_flight, min(caps, default=DEFAULT_MAX_RDY_COUNT))
+        share = math.ceil(self.config.max_in_flight / wanted)
+        first.change_max_in_flight(share)
+        await asyncio.gather(*(self._add(share, nsqd_tcp_addresses, lookupd_http_addresses)
+                               for _ in range(wanted - 1)))
+
+    async def _add(self, max_in_flight: int, nsqd_tcp_addresses, lookupd_http_addresses) -> Consumer:
+        consumer = Consumer(self.topic, self.channel, self.handler, config=self.config)
+        consumer.change_max_in_flight(max_in_flight)
+        self.consumers.append(consumer)
+        await consumer.connect_to_nsqds(nsqd_tcp_addresses)
+        await consumer.connect_to_nsqlookupds(lookupd_http_addresses)
+        return consumer
+
+    def connections(self) -> list:
+        return [conn for consumer in self.consumers for conn in consumer.connections.values()]
+
+    def forget_connection(self, conn) -> None:
+        """Take ``conn`` out of its consumer's hands (the caller closes it)."""
+        for consumer in self.consumers:
+            if consumer.connections.get(conn.address) is conn:
+                del consumer.connections[conn.address]
+
+    def change_max_in_flight(self, count: int) -> None:
+        share = math.ceil(count / len(self.consumers)) if self.consumers else 0
+        for consumer in self.consumers:
+            consumer.change_max_in_flight(share)
+
+    def finish_all(self, messages) -> list:
+        """FIN through each message's own consumer; returns those that could
+        not be answered (their connection closed: nsqd delivers them again)."""
+        owners = {conn: consumer for consumer in self.consumers for conn in consumer.connections.values()}
+        by_owner: dict[Consumer, list] = {}
+        orphans = []
+        for message in messages:
+            owner = owners.get(message.connection)
+            if owner is None:
+                orphans.append(message)
+            else:
+                by_owner.setdefault(owner, []).append(message)
+        for owner, owned in by_owner.items():
+            orphans.extend(owner.finish_all(owned))
+        return orphans
+
+    def is_saturated(self) -> bool:
+        return bool(self.consumers) and all(consumer.is_saturated() for consumer in self.consumers)
+
+    def connection_stats(self) -> list[ConnectionStats]:
+        return list(itertools.chain.from_iterable(c.connection_stats() for c in self.consumers))
+
+    async def flushed(self) -> None:
+        await asyncio.gather(*(consumer.flushed() for consumer in self.consumers))
+
+    async def stop(self, timeout: float) -> None:
+        await asyncio.gather(*(consumer.stop(timeout=timeout) for consumer in self.consumers),
+                             return_exceptions=True)
