@@ -1,9 +1,10 @@
 """nsq_stat: NSQ's columns, summed over every nsqd of the topic (found through nsqlookupd)."""
 
 import re
+import subprocess
 
 from tests.support.wire import http_json, wait_until
-from tests.tools.helpers import create_channel, publish, run_tool
+from tests.tools.helpers import create_channel, publish, run_tool, tool_command
 
 ROW = re.compile(r"^\s*(-?\d+)\s+(-?\d+) \|\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+) \|\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$")
 COLUMNS = ["ingress", "egress", "total", "mem", "disk", "inflt", "def", "req", "t-o", "msgs", "clients"]
@@ -47,3 +48,19 @@ def test_missing_channel_is_one_line(nsqd, topic):
                       "--count=1")
     assert result.returncode == 1
     assert result.stderr.decode() == f"nsq_stat: failed to find channel(none) in stats metadata for topic({topic})\n"
+
+
+def test_a_closed_pipe_ends_it_quietly(nsqd, topic):
+    create_channel(nsqd, topic, "stat")
+    stat = subprocess.Popen(tool_command("nsq_stat", f"--topic={topic}", "--channel=stat",
+                                         f"--nsqd-http-address={nsqd.http_address}", "--interval=10ms"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        head = subprocess.run(["head", "-n", "3"], stdin=stat.stdout, capture_output=True, timeout=30)
+        stat.stdout.close()
+        assert len(head.stdout.splitlines()) == 3
+        assert stat.wait(30) == 0
+        assert stat.stderr.read() == b""
+    finally:
+        stat.kill()
+        stat.wait()

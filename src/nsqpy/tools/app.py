@@ -8,6 +8,7 @@ anywhere becomes one line on stderr and exit code 1, as NSQ's tools
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -65,5 +66,16 @@ def run_tool(program: str, parsed, run) -> int:
     except ToolError as error:
         print(f"{program}: {error}", file=sys.stderr, flush=True)
         return 1
+    except BrokenPipeError:  # `| head` has read enough: end quietly
+        silence_stdout()
+        return 0
     finally:
         loop.close()
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null once its reader left, so that Python's
+    final flush does not complain about the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -8,13 +8,12 @@ write per batch; a message is FINished only after its line reached stdout.
 
 import asyncio
 import dataclasses
-import os
 import random
 import sys
 
 from ..client import Consumer
 from ..options import option
-from .app import ToolError, user_agent
+from .app import ToolError, silence_stdout, user_agent
 from .clientopts import client_config
 from .consuming import stop_all, subscribe
 from .options import SourceOptions, check_names, check_sources
@@ -87,9 +86,7 @@ class StdoutLines:
         """``| head`` has what it wanted: stop quietly, and keep Python from
         complaining about the pipe again at exit."""
         self._closed = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        silence_stdout()
         self._on_done()
 
 
