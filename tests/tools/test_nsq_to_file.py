@@ -222,3 +222,16 @@ def test_topic_pattern_through_lookupd_finds_new_topics(start_lookupd, start_nsq
     assert sorted(os.listdir(out)) == sorted([f"{wanted}.log", f"{later}.log"])
     assert (out / f"{later}.log").read_bytes() == b"l1\nl2\n"
     assert channel_stats(nsqd, unwanted, "nsq_to_file") == {}
+
+
+def test_empty_files_as_nsq_makes_them_unless_skipped(nsqd, topic, out, start_tool):
+    for skip, expected in ((False, 1), (True, 0)):
+        tool = start_tool("nsq_to_file", *archive_args(nsqd, topic, out, "--datetime-format=%Y",
+                                                         f"--skip-empty-files={str(skip).lower()}"))
+        tool.wait_for_log("connected to")
+        time.sleep(0.4)  # a few sync intervals, no message
+        assert tool.stop() == 0
+        assert len(os.listdir(out)) == expected
+        for name in os.listdir(out):
+            assert (out / name).read_bytes() == b""
+            os.unlink(out / name)
