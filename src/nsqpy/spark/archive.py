@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pyspark.sql import functions as F
 
 from . import drain
-from .backlog import channel_backlog, nsqd_http_addresses
+from .backlog import channel_lag, find_http_addresses
 from .ledger import position
 
 DRAIN_FILE = "nsq-drain"
@@ -121,23 +121,29 @@ class Progress:
 
 class StatusLine:
     """``batches 12, rows 120000 (24310/s), lag 3400``: rows/s since the last
-    line, lag from nsqd's ``/stats`` depth for the channel."""
+    line; lag from nsqd's ``/stats`` for the channel (ready, in flight and
+    deferred), ``unknown`` with the reason when nsqd cannot tell."""
 
     def __init__(self, source_options: dict):
         self.options = source_options
         self.progress = Progress()
         self._last_rows = 0
         self._last_at = time.monotonic()
+        self._addresses: list[str] = []
 
     def _lag(self) -> str:
         options = self.options
-        addresses = [a for a in options.get("nsqd_http_addresses", "").split(",") if a]
-        if not addresses:
-            addresses = nsqd_http_addresses(
-                [a for a in options.get("lookupd_http_addresses", "").split(",") if a], options["topic"])
-        if not addresses:
-            return "unknown"
-        return str(channel_backlog(addresses, options["topic"], options["channel"]))
+
+        def listed(name):
+            return [a for a in options.get(name, "").split(",") if a]
+
+        if not self._addresses or listed("lookupd_http_addresses"):  # nsqlookupd may list new nodes
+            self._addresses = find_http_addresses(listed("nsqd_http_addresses"), listed("lookupd_http_addresses"),
+                                                  listed("nsqd_tcp_addresses"), options["topic"])
+        if not self._addresses:
+            return "unknown (give --nsqd-http-address)"
+        lag = channel_lag(self._addresses, options["topic"], options["channel"])
+        return "unknown (nsqd not answering)" if lag is None else str(lag)
 
     def render(self, query) -> str:
         self.progress.update(query)

@@ -1,8 +1,14 @@
 """How many messages wait for a channel, from nsqd's ``/stats``.
 
-"Available now" means what the channel holds when the query starts, and the
-archive job's lag is the same figure while it runs. A topic without the
-channel yet counts the topic's own depth: the first channel receives it.
+"Available now" means what the channel holds ready when the query starts.
+The archive job's lag is everything not yet acknowledged: ready, in flight
+(the batch being written is in flight until it commits) and deferred. A
+topic without the channel yet counts the topic's own depth: the first
+channel receives it.
+
+Both need nsqd's HTTP address: given, listed by nsqlookupd, or found next
+to a TCP address (nsqd's ``/info`` names its TCP port, so a guess is
+confirmed, never assumed).
 """
 
 import json
@@ -10,6 +16,7 @@ import urllib.parse
 import urllib.request
 
 from ..client.discovery import NSQ_ACCEPT, lookup_url
+from ..net import split_host_port
 
 _TIMEOUT = 5.0
 
@@ -40,9 +47,32 @@ def nsqd_http_addresses(lookupd_addresses, topic: str) -> list[str]:
     return found
 
 
-def channel_backlog(http_addresses, topic: str, channel: str) -> int:
-    """Messages ready for ``channel`` (queued: neither deferred nor in flight)
-    summed over the nodes; a node that does not answer counts as empty."""
+def http_address_beside(tcp_address: str) -> str | None:
+    """nsqd's HTTP address when it listens on the TCP port + 1 (NSQ's
+    4150/4151 layout) and its ``/info`` confirms that TCP port."""
+    try:
+        host, port = split_host_port(tcp_address)
+        candidate = f"{host}:{port + 1}"
+        info = _get_json(f"http://{candidate}/info")
+    except (OSError, ValueError):
+        return None
+    return candidate if info.get("tcp_port") == port else None
+
+
+def find_http_addresses(nsqd_http, lookupd_http, nsqd_tcp, topic: str) -> list[str]:
+    """nsqd's HTTP addresses: the ones given, else those nsqlookupd lists,
+    else the ones found beside the TCP addresses (empty when none is known)."""
+    if nsqd_http:
+        return list(nsqd_http)
+    found = nsqd_http_addresses(lookupd_http, topic)
+    if found:
+        return found
+    return [address for address in map(http_address_beside, nsqd_tcp) if address]
+
+
+def _channel_counts(http_addresses, topic: str, channel: str, fields: tuple[str, ...]) -> int | None:
+    """``fields`` of the channel summed over the nodes (the topic's depth
+    while the channel does not exist); None when a node does not answer."""
     total = 0
     for address in http_addresses:
         query = urllib.parse.urlencode({"format": "json", "topic": topic, "include_clients": "false",
@@ -50,11 +80,23 @@ def channel_backlog(http_addresses, topic: str, channel: str) -> int:
         try:
             topics = _get_json(f"{_http_url(address)}/stats?{query}").get("topics") or []
         except OSError:
-            continue
+            return None
         for entry in topics:
             channels = {c["channel_name"]: c for c in entry.get("channels") or []}
             if channel in channels:
-                total += channels[channel]["depth"]
+                total += sum(channels[channel][field] for field in fields)
             elif not channels:
                 total += entry["depth"]
     return total
+
+
+def channel_backlog(http_addresses, topic: str, channel: str) -> int:
+    """Messages ready for ``channel`` (neither deferred nor in flight) summed
+    over the nodes; a node that does not answer counts as empty."""
+    return sum(_channel_counts([address], topic, channel, ("depth",)) or 0 for address in http_addresses)
+
+
+def channel_lag(http_addresses, topic: str, channel: str) -> int | None:
+    """Messages ``channel`` has not acknowledged: ready, in flight and
+    deferred; None when a node does not answer (its share is unknown)."""
+    return _channel_counts(http_addresses, topic, channel, ("depth", "in_flight_count", "deferred_count"))

@@ -23,7 +23,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import (BinaryType, IntegerType, StringType, StructField, StructType,
                                TimestampType)
 
-from .backlog import channel_backlog, nsqd_http_addresses
+from .backlog import channel_backlog, find_http_addresses
 from . import drain
 from ..protocol.dedupkey import split_key
 from .fetcher import Fetcher
@@ -91,8 +91,8 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         ``idle_timeout`` seconds."""
         self._available_now = True
         options = self.options
-        addresses = options.nsqd_http_addresses or nsqd_http_addresses(options.lookupd_http_addresses,
-                                                                       options.topic)
+        addresses = find_http_addresses(options.nsqd_http_addresses, options.lookupd_http_addresses,
+                                        options.nsqd_tcp_addresses, options.topic)
         if addresses:
             self._left = channel_backlog(addresses, options.topic, options.channel)
             log.info("nsq source: available now: %d messages in %s/%s", self._left, options.topic,
