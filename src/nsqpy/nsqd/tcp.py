@@ -20,6 +20,7 @@ from ..protocol.message import MESSAGE_ID_LENGTH
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from .auth import AuthError
 from .client import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, ClientV2
+from .deadline import Deadline
 from .tls import connection_info
 from .topic import TopicExiting
 
@@ -58,14 +59,13 @@ class V2Protocol(asyncio.Protocol):
         self.upgrading = False
         self._magic = b""
         self._blocked: set[str] = set()  # why reading is paused: "replies", "command"
-        self._deadline: float | None = None
-        self._deadline_timer = None
+        self.deadline = Deadline(nsqd.loop, self._deadline_passed)
 
     # --- asyncio callbacks ----------------------------------------------------------
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        self._start_deadline(2 * DEFAULT_HEARTBEAT_INTERVAL_MS / 1000)
+        self.deadline.set(self._command_time())  # the default interval until IDENTIFY
 
     def data_received(self, data: bytes) -> None:
         client = self.client
@@ -85,7 +85,7 @@ class V2Protocol(asyncio.Protocol):
             client = self.client = self.nsqd.add_client(self.transport)
             self.reader = v2_reader(options.max_msg_size, options.max_body_size,
                                     int(options.max_req_timeout * 1000))
-            self._start_deadline(self._command_time())
+            self.deadline.set(self._command_time())
             if not data:
                 return
         if client.closed:
@@ -142,7 +142,7 @@ class V2Protocol(asyncio.Protocol):
         if client.replies != replies and client.write_paused:
             self._block("replies")
         else:
-            self._start_deadline(self._command_time())
+            self.deadline.set(self._command_time())
 
     def _failed(self, client: ClientV2, error: ProtocolError) -> bool:
         """Send the error; True when it is fatal and the connection is closed."""
@@ -165,7 +165,7 @@ class V2Protocol(asyncio.Protocol):
         self._run(client, rest)
 
     def connection_lost(self, exc) -> None:
-        self._stop_deadline()
+        self.deadline.clear()
         if self.client is not None:
             self.client.connection_lost()
 
@@ -179,7 +179,7 @@ class V2Protocol(asyncio.Protocol):
         self._unblock("replies")
 
     def _close(self) -> None:
-        self._stop_deadline()
+        self.deadline.clear()
         if self.client is not None:
             self.client.close()
         else:
@@ -192,9 +192,9 @@ class V2Protocol(asyncio.Protocol):
             self.transport.pause_reading()
         self._blocked.add(reason)
         if reason == "replies":
-            self._start_deadline(self._command_time() / 2)  # nsqd's write deadline: one interval
+            self.deadline.set(self._command_time() / 2)  # nsqd's write deadline: one interval
         else:
-            self._deadline = None  # the daemon is waiting, not the client
+            self.deadline.clear()  # the daemon is waiting, not the client
 
     def _unblock(self, reason: str) -> None:
         if reason not in self._blocked:
@@ -202,46 +202,18 @@ class V2Protocol(asyncio.Protocol):
         self._blocked.discard(reason)
         if not self._blocked and not self.upgrading:
             self.transport.resume_reading()
-            self._start_deadline(self._command_time())
+            self.deadline.set(self._command_time())
 
     def _command_time(self) -> float:
         """Seconds a whole command may take: twice the heartbeat interval, 0 for none."""
         interval = self.client.settings.heartbeat_interval if self.client is not None else DEFAULT_HEARTBEAT_INTERVAL_MS
         return 2 * interval / 1000
 
-    def _start_deadline(self, seconds: float) -> None:
-        """One timer per connection, re-armed when it fires before the
-        deadline (which mostly moves later): a command costs a clock read,
-        not a new timer."""
-        deadline = self._deadline = self.nsqd.loop.time() + seconds if seconds else None
-        timer = self._deadline_timer
-        if deadline is not None and (timer is None or deadline < timer.when()):
-            self._arm(deadline)
-
-    def _arm(self, when: float) -> None:
-        if self._deadline_timer is not None:
-            self._deadline_timer.cancel()
-        self._deadline_timer = self.nsqd.loop.call_at(when, self._on_deadline)
-
-    def _stop_deadline(self) -> None:
-        self._deadline = None
-        if self._deadline_timer is not None:
-            self._deadline_timer.cancel()
-            self._deadline_timer = None
-
-    def _on_deadline(self) -> None:
-        self._deadline_timer = None
-        deadline = self._deadline
-        if deadline is None:
-            return
-        if self.nsqd.loop.time() < deadline:
-            self._arm(deadline)
-            return
+    def _deadline_passed(self) -> None:
         client = self.client
         where = client.remote_address if client is not None else self.transport.get_extra_info("peername")
         if "replies" in self._blocked:
             self.nsqd.log.error("[%s] client did not read its replies in time, closing", where)
-            self._stop_deadline()
             self.transport.abort()  # what is buffered will never be read
             return
         error = self.reader.truncation_error() if self.reader is not None else None
@@ -305,7 +277,7 @@ class V2Protocol(asyncio.Protocol):
             client.flush()
             self.transport.pause_reading()
             self.upgrading = True
-            self._deadline = None
+            self.deadline.clear()
             asyncio.get_running_loop().create_task(self._start_tls(client, codec))
             return
         if codec is not None:
@@ -328,7 +300,7 @@ class V2Protocol(asyncio.Protocol):
         self.transport = client.transport = transport
         client.tls = connection_info(transport)
         self.upgrading = False
-        self._start_deadline(self._command_time())
+        self.deadline.set(self._command_time())
         client.send_frame(OK_FRAME)
         client.flush()
         if codec is not None:

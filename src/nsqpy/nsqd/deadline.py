@@ -1,0 +1,45 @@
+"""A connection's deadline: one timer, moved by every command.
+
+NSQ sets a read deadline before each command; here a command only moves a
+number. The timer fires at the earliest deadline set, re-arms itself if the
+deadline moved later meanwhile, and calls ``expired`` once it has passed.
+So a connection costs one timer, and a command a clock read.
+"""
+
+from collections.abc import Callable
+
+
+class Deadline:
+    def __init__(self, loop, expired: Callable[[], None]):
+        self._loop = loop
+        self._expired = expired
+        self._when: float | None = None
+        self._timer = None
+
+    def set(self, seconds: float) -> None:
+        """Expire ``seconds`` from now; 0 means no deadline."""
+        when = self._when = self._loop.time() + seconds if seconds else None
+        if when is not None and (self._timer is None or when < self._timer.when()):
+            self._arm(when)
+
+    def clear(self) -> None:
+        self._when = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        when = self._when
+        if when is None:
+            return
+        if self._loop.time() < when:
+            self._arm(when)
+            return
+        self._when = None
+        self._expired()
