@@ -59,3 +59,15 @@ def wait_for_registration(lookupd, topic: str, nodes: int) -> None:
 def archived_bodies(spark, path) -> list[bytes]:
     """Bodies Spark's file sink committed (its _spark_metadata log decides)."""
     return [bytes(row.body) for row in spark.read.parquet(str(path)).select("body").collect()]
+
+
+def bodies_other_readers_see(path) -> list[bytes]:
+    """Bodies pyarrow's dataset reader sees in the archive; pandas must agree.
+    Both list the directory (no ``_spark_metadata``), as DuckDB and polars do."""
+    import pandas
+    import pyarrow.dataset
+
+    seen = pyarrow.dataset.dataset(str(path), format="parquet", partitioning="hive").to_table(columns=["body"])
+    bodies = sorted(seen.column("body").to_pylist())
+    assert sorted(pandas.read_parquet(str(path), columns=["body"])["body"]) == bodies
+    return bodies

@@ -9,7 +9,7 @@ import pytest
 from nsqpy.spark.archive import start_archive
 from tests.support.processes import GroupProcess
 
-from .conftest import archived_bodies, channel_stats, publish, source_options
+from .conftest import archived_bodies, bodies_other_readers_see, channel_stats, publish, source_options
 
 pytestmark = pytest.mark.spark
 
@@ -74,7 +74,8 @@ def test_ctrl_c_acknowledges_what_is_archived_and_nothing_else(spark, spark_nsqd
 @pytest.mark.parametrize("wal", [False, True], ids=["nsqd-redelivers", "write-ahead-log"])
 def test_driver_killed_mid_batch_loses_nothing(spark, spark_nsqd, topic, tmp_path, archiver, wal, capsys):
     """SIGKILL to the whole driver (Python, JVM, reader process) while batches
-    run; the restart from the checkpoint archives every message. Copies are
+    run; the restart from the checkpoint archives every message, and Parquet
+    readers other than Spark see exactly what Spark's log committed. Copies are
     possible without the log (a batch committed, not yet FINished) and
     counted; with the log there are none."""
     bodies = [f"{topic}-{i:06d}".encode() for i in range(8000)]
@@ -89,6 +90,8 @@ def test_driver_killed_mid_batch_loses_nothing(spark, spark_nsqd, topic, tmp_pat
     _archive_the_rest(spark, spark_nsqd, topic, out, wal)
     archived = archived_bodies(spark, out)
     assert set(archived) == set(bodies)
+    # what the killed run wrote but never committed is gone: pyarrow and pandas read what Spark reads
+    assert bodies_other_readers_see(out) == sorted(archived)
     copies = sum(n - 1 for n in collections.Counter(archived).values())
     with capsys.disabled():
         print(f"\n  driver killed mid-batch ({'with' if wal else 'without'} write-ahead log): "

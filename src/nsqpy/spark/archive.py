@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from . import drain
 from .backlog import channel_lag, find_http_addresses
 from .ledger import position
+from .uncommitted import remove_uncommitted
 
 DRAIN_FILE = "nsq-drain"
 
@@ -33,8 +34,11 @@ def drain_file(checkpoint_dir: str) -> str:
 
 def start_archive(spark, source_options: dict, output_dir: str, checkpoint_dir: str, *,
                   trigger: str | None = None, available_now: bool = False):
-    """Start the archive query; ``source_options`` are the ``nsq`` source's."""
+    """Start the archive query; ``source_options`` are the ``nsq`` source's.
+    Files a killed run left uncommitted are removed first, so that every
+    Parquet reader sees exactly the committed batches."""
     os.makedirs(checkpoint_dir, exist_ok=True)
+    remove_uncommitted(output_dir, checkpoint_dir)
     drain_request = drain_file(checkpoint_dir)
     drain.clear(drain_request)
     messages = (spark.readStream.format("nsq").options(**source_options)
