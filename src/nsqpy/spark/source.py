@@ -154,7 +154,7 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         orphans = self._fetcher.finish(self._ledger.release_through(committed))
         if orphans:
             self._delivered.update(m.id.decode("ascii") for m in orphans)
-            log.info("nsq source: %d archived messages lost their connection before FIN; their "
+            log.warning("nsq source: %d archived messages lost their connection before FIN; their "
                      "redeliveries will be dropped", len(orphans))
         if self._wal is not None:
             self._wal.remove(keep=lambda start, end: end > committed)
@@ -168,7 +168,7 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         self._delivered = self._wal.ids_through(committed)
         self._wal.remove(keep=lambda start, end: False)
         if self._delivered:
-            log.info("nsq source: %d messages committed before a restart will be dropped if redelivered",
+            log.warning("nsq source: %d messages committed before a restart will be dropped if redelivered",
                      len(self._delivered))
 
     def _take(self) -> list:
