@@ -155,7 +155,7 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         if orphans:
             self._delivered.update(m.id.decode("ascii") for m in orphans)
             log.warning("nsq source: %d archived messages lost their connection before FIN; their "
-                     "redeliveries will be dropped", len(orphans))
+                        "redeliveries will be dropped", len(orphans))
         if self._wal is not None:
             self._wal.remove(keep=lambda start, end: end > committed)
 
@@ -169,7 +169,7 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         self._wal.remove(keep=lambda start, end: False)
         if self._delivered:
             log.warning("nsq source: %d messages committed before a restart will be dropped if redelivered",
-                     len(self._delivered))
+                        len(self._delivered))
 
     def _take(self) -> list:
         options = self.options
