@@ -106,16 +106,19 @@ class Producer:
         IDENTIFY without feature negotiation does (``OK``) and changes nothing."""
         await self._send("", commands.identify({**self.config.identify_body(), "feature_negotiation": False}))
 
-    async def publish(self, topic: str, body: bytes) -> None:
-        await self._send(topic, commands.pub(topic, self._keyed([body])[0]))
+    # Each publish returns the address of the nsqd that took it (with
+    # replicas, those that acknowledged, comma-separated).
 
-    async def multi_publish(self, topic: str, bodies: list[bytes]) -> None:
+    async def publish(self, topic: str, body: bytes) -> str:
+        return await self._send(topic, commands.pub(topic, self._keyed([body])[0]))
+
+    async def multi_publish(self, topic: str, bodies: list[bytes]) -> str:
         """All or nothing on each node: nsqd queues every message or none."""
-        await self._send(topic, commands.mpub(topic, self._keyed(bodies)))
+        return await self._send(topic, commands.mpub(topic, self._keyed(bodies)))
 
-    async def deferred_publish(self, topic: str, delay: float, body: bytes) -> None:
+    async def deferred_publish(self, topic: str, delay: float, body: bytes) -> str:
         """Deliver after ``delay`` seconds (whole milliseconds on the wire)."""
-        await self._send(topic, commands.dpub(topic, int(delay * 1000), self._keyed([body])[0]))
+        return await self._send(topic, commands.dpub(topic, int(delay * 1000), self._keyed([body])[0]))
 
     def stats(self) -> dict[str, NodeStats]:
         return {node.address: NodeStats(node.up, node.pending, node.published, node.failures, node.last_error)
@@ -135,27 +138,25 @@ class Producer:
         call = next(self._calls)
         return [with_key(self._id, call, index, body) for index, body in enumerate(bodies)]
 
-    async def _send(self, topic: str, command: bytes) -> None:
+    async def _send(self, topic: str, command: bytes) -> str:
         if self._closed:
             raise StoppedError("producer is closed")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         await self._start(deadline)
         if self.replicas == 1:
-            await self._one_copy(topic, command, deadline, set())
-            return
+            return await self._one_copy(topic, command, deadline, set())
         taken: set[Node] = set()  # nodes holding or being sent a copy of this message
         copies = [asyncio.create_task(self._one_copy(topic, command, deadline, taken))
                   for _ in range(self.replicas)]
-        acknowledged, failures = 0, []
+        acknowledged, failures = [], []
         try:
             for copy in asyncio.as_completed(copies):
                 try:
-                    await copy
-                    acknowledged += 1
+                    acknowledged.append(await copy)
                 except ConnectionClosedError as error:
                     failures.append(error)
-                if acknowledged >= self.quorum:
+                if len(acknowledged) >= self.quorum:
                     break
                 if len(failures) > self.replicas - self.quorum:
                     raise failures[0]
@@ -166,8 +167,9 @@ class Producer:
         for copy in copies:
             if not copy.done():  # past the quorum: let it finish, within the deadline
                 self._keep(copy)
+        return ", ".join(acknowledged)
 
-    async def _one_copy(self, topic: str, command: bytes, deadline: float, taken: set[Node]) -> None:
+    async def _one_copy(self, topic: str, command: bytes, deadline: float, taken: set[Node]) -> str:
         """Send ``command`` to one node not in ``taken``: on a node failure, to
         the next; when none is up, wait for one until ``deadline``."""
         loop = asyncio.get_running_loop()
@@ -179,7 +181,7 @@ class Producer:
             taken.add(node)
             try:
                 await self._attempt(node, command, deadline)
-                return
+                return node.address
             except (ConnectionClosedError, ProtocolError, OSError) as error:
                 if not self._failover or (isinstance(error, ProtocolError) and error.code not in NODE_FAILURES):
                     raise

@@ -51,14 +51,14 @@ class SyncProducer:
     def ping(self) -> None:
         self._call(self._producer.ping())
 
-    def publish(self, topic: str, body: bytes) -> None:
-        self._call(self._producer.publish(topic, body))
+    def publish(self, topic: str, body: bytes) -> str:
+        return self._call(self._producer.publish(topic, body))
 
-    def multi_publish(self, topic: str, bodies: list[bytes]) -> None:
-        self._call(self._producer.multi_publish(topic, bodies))
+    def multi_publish(self, topic: str, bodies: list[bytes]) -> str:
+        return self._call(self._producer.multi_publish(topic, bodies))
 
-    def deferred_publish(self, topic: str, delay: float, body: bytes) -> None:
-        self._call(self._producer.deferred_publish(topic, delay, body))
+    def deferred_publish(self, topic: str, delay: float, body: bytes) -> str:
+        return self._call(self._producer.deferred_publish(topic, delay, body))
 
     def close(self) -> None:
         if self._closed:

@@ -1,37 +1,48 @@
-"""Where to_nsq and nsq_to_nsq publish: one nsqpy ``Producer`` per
-``--nsqd-tcp-address`` (as NSQ's tools hold one go-nsq producer each), and
-``--mode`` choosing among them. Everything the tools publish goes through
-``Destinations.publish``, so a multi-node Producer can replace the
-per-address ones here without touching the tools."""
+"""Where to_nsq and nsq_to_nsq publish: one nsqpy ``Producer`` over every
+``--nsqd-tcp-address``, with ``--mode`` as its way of choosing.
+
+NSQ's tools hold one go-nsq producer per address and requeue a message when
+the one they picked fails; the multi-node Producer sends it to another
+address at once and sets the failed one aside until it answers again
+(``hostpool`` and ``round-robin`` take the healthy ones in turn,
+``epsilon-greedy`` the one with the fewest unanswered publishes, i.e. the
+fastest). Any other mode sends every message to every address, as NSQ does:
+a Producer whose replicas are all the addresses, without dedup keys.
+"""
 
 import asyncio
-import time
 
 from ..client import Config, NSQError, Producer, ProtocolError
-from . import hostpool
 from .app import ToolError
 
 PUBLISH_ERRORS = (NSQError, ProtocolError, OSError, asyncio.TimeoutError)
 EVERY_DESTINATION = "all"
+STRATEGIES = {"round-robin": "round-robin", "hostpool": "round-robin", "epsilon-greedy": "least-pending"}
 
 
 class Destinations:
     def __init__(self, addresses: list[str], config: Config, mode: str = EVERY_DESTINATION):
-        self.addresses = list(addresses)
-        self._producers = {address: Producer(address, config) for address in self.addresses}
-        self._selector = hostpool.selector(mode, self.addresses)
+        self.addresses = list(dict.fromkeys(addresses))
+        self.config = config
+        strategy = STRATEGIES.get(mode)
+        self.every = strategy is None
+        if self.every:
+            self._producer = Producer(self.addresses, config, replicas=len(self.addresses), dedup_key=False)
+        else:
+            self._producer = Producer(self.addresses, config, strategy=strategy)
 
     @property
     def shares(self) -> int:
         """Into how many parts a batch is worth splitting: one per destination
         when ``--mode`` picks one, else one (it goes to every destination)."""
-        return len(self.addresses) if self._selector is not None else 1
+        return 1 if self.every else len(self.addresses)
 
     async def connect(self) -> None:
         """Reach every destination now: a wrong address is a one-line error at start."""
         async def reach(address: str) -> None:
             try:
-                await self._producers[address].ping()
+                async with Producer(address, self.config) as producer:
+                    await producer.ping()
             except PUBLISH_ERRORS as error:
                 raise ToolError(f"cannot publish to nsqd at {address}: {error or type(error).__name__}") from None
         await asyncio.gather(*(reach(address) for address in self.addresses))
@@ -40,26 +51,9 @@ class Destinations:
         """All of ``bodies`` (PUB for one, MPUB for more: nsqd takes all or
         none) to the destination ``--mode`` picks, or to every destination.
         Returns where they went; raises one of ``PUBLISH_ERRORS``."""
-        if self._selector is None:
-            await asyncio.gather(*(self._send(address, topic, bodies) for address in self.addresses))
-            return ", ".join(self.addresses)
-        address = self._selector.pick()
-        started = time.monotonic()
-        try:
-            await self._send(address, topic, bodies)
-        except PUBLISH_ERRORS:
-            self._selector.mark(address, False)
-            raise
-        self._selector.mark(address, True, time.monotonic() - started)
-        return address
-
-    async def _send(self, address: str, topic: str, bodies: list[bytes]) -> None:
-        producer = self._producers[address]
         if len(bodies) == 1:
-            await producer.publish(topic, bodies[0])
-        else:
-            await producer.multi_publish(topic, bodies)
+            return await self._producer.publish(topic, bodies[0])
+        return await self._producer.multi_publish(topic, bodies)
 
     async def close(self) -> None:
-        for producer in self._producers.values():
-            await producer.close()
+        await self._producer.close()
