@@ -147,3 +147,13 @@ def test_enough_connections_per_node_for_the_in_flight_budget():
     assert consumers_needed(20001, 2500) == 9
     assert consumers_needed(1000, 2500) == 1
     assert consumers_needed(10**9, 2500) == MAX_CONNECTIONS_PER_NODE
+
+
+def test_the_log_works_through_a_filesystem_uri_and_ignores_partial_files(tmp_path):
+    wal = WriteAheadLog(f"file://{tmp_path}/wal")
+    wal.write(0, 2, _rows(["a", "b"]))
+    (tmp_path / "wal" / f"{2:020d}-{4:020d}.arrow.123.tmp").write_bytes(b"cut short")
+    assert wal.entries() == [(0, 2)]
+    assert WriteAheadLog(str(tmp_path / "wal")).ids_through(2) == {"a", "b"}
+    wal.remove(keep=lambda start, end: False)
+    assert wal.entries() == []

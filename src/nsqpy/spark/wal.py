@@ -13,51 +13,67 @@ died between the commit and the FIN): on restart those ids are dropped when
 nsqd redelivers them, instead of archived again.
 
 One Arrow IPC file per batch, ``<start>-<end>.arrow`` (20 digits each, so
-names sort by position), written atomically. The directory must be one every
-node sees (a shared mount) when executors may replay.
+names sort by position), written whole under a temporary name first, so a
+crash never leaves a partial entry under a real name. The log goes through
+``pyarrow.fs``: a local or mounted path (fsynced, renamed atomically), or a
+URI such as ``hdfs://...`` or ``s3://...``. It must be storage every node
+sees when executors may replay.
 """
 
 import os
+import random
 
 import pyarrow as pa
+import pyarrow.fs
 
 from ..atomicfile import write_atomically
 
 _SUFFIX = ".arrow"
 
 
+def _filesystem(path: str) -> tuple[pyarrow.fs.FileSystem, str]:
+    if "://" in path:
+        return pyarrow.fs.FileSystem.from_uri(path)
+    return pyarrow.fs.LocalFileSystem(), os.path.abspath(path)
+
+
 class WriteAheadLog:
     def __init__(self, path: str):
         self.path = path
+        self._fs, self._root = _filesystem(path)
 
     def _file(self, start: int, end: int) -> str:
-        return os.path.join(self.path, f"{start:020d}-{end:020d}{_SUFFIX}")
+        return f"{self._root}/{start:020d}-{end:020d}{_SUFFIX}"
 
     def entries(self) -> list[tuple[int, int]]:
         """``(start, end)`` of every batch logged, in order."""
-        try:
-            names = os.listdir(self.path)
-        except FileNotFoundError:
-            return []
+        listing = self._fs.get_file_info(pyarrow.fs.FileSelector(self._root, allow_not_found=True))
         found = []
-        for name in names:
-            stem, dash, rest = name.partition("-")
+        for info in listing:
+            stem, dash, rest = info.base_name.partition("-")
             if dash and rest.endswith(_SUFFIX) and stem.isdigit() and rest[:-len(_SUFFIX)].isdigit():
                 found.append((int(stem), int(rest[:-len(_SUFFIX)])))
         return sorted(found)
 
     def write(self, start: int, end: int, rows: pa.RecordBatch) -> None:
-        os.makedirs(self.path, exist_ok=True)
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, rows.schema) as writer:
             writer.write_batch(rows)
-        write_atomically(self._file(start, end), sink.getvalue().to_pybytes())
+        data = sink.getvalue()
+        target = self._file(start, end)
+        self._fs.create_dir(self._root, recursive=True)
+        if isinstance(self._fs, pyarrow.fs.LocalFileSystem):
+            write_atomically(target, data.to_pybytes())
+            return
+        partial = f"{target}.{random.getrandbits(31)}.tmp"  # no entry's name: never read as one
+        with self._fs.open_output_stream(partial) as out:
+            out.write(data)
+        self._fs.move(partial, target)
 
     def read(self, start: int, end: int) -> list[pa.RecordBatch]:
-        with pa.memory_map(self._file(start, end)) as source:
+        with self._fs.open_input_file(self._file(start, end)) as source:
             table = pa.ipc.open_file(source).read_all()
         return table.combine_chunks().to_batches()
-
     def read_between(self, start: int, end: int) -> list[pa.RecordBatch] | None:
         """The rows of the logged batches covering exactly ``[start, end)``, or
         None when the log does not hold all of that range."""
@@ -85,6 +101,6 @@ class WriteAheadLog:
         for start, end in self.entries():
             if not keep(start, end):
                 try:
-                    os.unlink(self._file(start, end))
+                    self._fs.delete_file(self._file(start, end))
                 except FileNotFoundError:
                     pass
