@@ -17,6 +17,11 @@ import threading
 
 from .flags import _Parser, nsqpy_version_line
 
+# up to 100,000 messages a second with nsqd at its own defaults (the source
+# opens as many connections as a batch needs); a quiet topic costs no files
+DEFAULT_TRIGGER = "1 second"
+DEFAULT_MAX_MESSAGES_PER_BATCH = 100000
+
 # what Spark's processingTime accepts: "10 seconds", "500 milliseconds", "1 minute 30 seconds"
 _INTERVAL = re.compile(r"^(?:interval\s+)?(?:\d+(?:\.\d+)?\s*(?:week|day|hour|minute|min|second|sec|millisecond|"
                        r"ms|microsecond|us)s?\s*)+$", re.IGNORECASE)
@@ -44,12 +49,12 @@ def parse_args(argv):
                                                  "keep it to resume where the last run stopped")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]), "
                                                              "e.g. spark://host:7077")
-    parser.add_argument("--trigger", default="1 second", type=trigger_interval,
+    parser.add_argument("--trigger", default=DEFAULT_TRIGGER, type=trigger_interval,
                         help="micro-batch interval (default '1 second': a batch of up to "
                              "--max-messages-per-batch each second; '0 seconds': as fast as possible)")
     parser.add_argument("--available-now", action="store_true",
                         help="archive what the channel holds now, then exit")
-    parser.add_argument("--max-messages-per-batch", type=int, default=100000,
+    parser.add_argument("--max-messages-per-batch", type=int, default=DEFAULT_MAX_MESSAGES_PER_BATCH,
                         help="cap on one micro-batch (default 100000; as many connections per nsqd are "
                              "opened as nsqd's --max-rdy-count requires)")
     parser.add_argument("--wal", action="store_true",
