@@ -187,29 +187,33 @@ def nsqlookupd_process(*extra: str) -> DaemonProcess:
 
 
 class LocalCluster:
-    """nsqlookupd plus ``nsqd_count`` nsqd registered with it, on one machine.
+    """nsqlookupd plus ``nsqd_count`` nsqd registered with it, on one machine,
+    and (with ``nsqadmin``) nsqadmin over them.
 
     Fixed ports follow NSQ's defaults: nsqlookupd 4160/4161, nsqd number i on
-    4150+1000*i (TCP) and 4151+1000*i (HTTP). With ``ephemeral_ports`` every
-    listener takes a free port instead.
+    4150+1000*i (TCP) and 4151+1000*i (HTTP), nsqadmin 4171. With
+    ``ephemeral_ports`` every listener takes a free port instead.
     """
 
     def __init__(self, nsqd_count: int, data_path: str, *, host: str = "127.0.0.1",
-                 ephemeral_ports: bool = False, nsqd_args: tuple[str, ...] = ()):
+                 ephemeral_ports: bool = False, nsqd_args: tuple[str, ...] = (), nsqadmin: bool = False):
         self.data_path = data_path
         self.host = host
         self.ephemeral_ports = ephemeral_ports
         self.nsqd_count = nsqd_count
         self.nsqd_args = nsqd_args
+        self.with_nsqadmin = nsqadmin
         self.lookupd: DaemonProcess | None = None
         self.nsqds: list[DaemonProcess] = []
+        self.nsqadmin: DaemonProcess | None = None
 
     def _port(self, port: int) -> int:
         return 0 if self.ephemeral_ports else port
 
     @property
     def processes(self) -> list[DaemonProcess]:
-        return ([self.lookupd] if self.lookupd else []) + self.nsqds
+        """In start order; stop() goes backwards (nsqadmin, the nsqd, nsqlookupd)."""
+        return ([self.lookupd] if self.lookupd else []) + self.nsqds + ([self.nsqadmin] if self.nsqadmin else [])
 
     def start(self) -> "LocalCluster":
         os.makedirs(self.data_path, exist_ok=True)
@@ -228,6 +232,11 @@ class LocalCluster:
                     f"--data-path={path}", f"--broadcast-address={host}",
                     f"--lookupd-tcp-address={self.lookupd.tcp_address}", *self.nsqd_args,
                 ], log_path=os.path.join(self.data_path, f"nsqd{i}.log")).start())
+            if self.with_nsqadmin:
+                self.nsqadmin = DaemonProcess("nsqadmin", [
+                    f"--http-address={host}:{self._port(4171)}",
+                    f"--lookupd-http-address={self.lookupd.http_address}",
+                ], ready=("HTTP",), log_path=os.path.join(self.data_path, "nsqadmin.log")).start()
         except BaseException:
             self.stop()
             raise
@@ -238,6 +247,9 @@ class LocalCluster:
         for name, daemon in [("nsqlookupd", self.lookupd)] + [(f"nsqd{i}", d) for i, d in enumerate(self.nsqds)]:
             lines.append(f"{name:<11} pid {daemon.process.pid:<7} TCP {daemon.tcp_address:<21} "
                          f"HTTP {daemon.http_url:<28} log {daemon.log_path}")
+        if self.nsqadmin is not None:
+            lines.append(f"{'nsqadmin':<11} pid {self.nsqadmin.process.pid:<7} {'':<25} "
+                         f"HTTP {self.nsqadmin.http_url + '/':<28} log {self.nsqadmin.log_path}")
         return lines
 
     def exited(self) -> DaemonProcess | None:

@@ -12,21 +12,21 @@ class ListenError(Exception):
 
 
 def split_host_port(address: str) -> tuple[str, int]:
-    """``host:port``, ``:port`` or ``[v6]:port`` -> (host, port)."""
+    """``host:port``, ``:port`` or ``[v6]:port`` -> (host, port); a port
+    above 65535 is refused (the kernel would silently take it modulo 65536)."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError(f"{address!r} is not host:port")
+    if int(port) > 65535:
+        raise ValueError(f"{address!r}: port {port} is out of range (0-65535)")
     host = host.strip("[]")
     return host, int(port)
 
 
 def is_unix_address(address: str) -> bool:
     """NSQ treats a listen address that is not host:port as a unix socket path."""
-    try:
-        split_host_port(address)
-    except ValueError:
-        return True
-    return False
+    _, sep, port = address.rpartition(":")
+    return not (sep and port.isdigit())
 
 
 @functools.cache
@@ -57,7 +57,10 @@ def listen(address: str, what: str, flag: str) -> socket.socket:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.bind(address)
         else:
-            host, port = split_host_port(address)
+            try:
+                host, port = split_host_port(address)
+            except ValueError as error:
+                raise ListenError(f"{what}: {error}; check {flag}") from None
             infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
             family, kind, proto, _, sockaddr = infos[0]
             sock = socket.socket(family, kind, proto)

@@ -1,4 +1,4 @@
-"""``nsqpy cluster``: nsqlookupd plus N nsqd in the foreground, stopped together."""
+"""``nsqpy cluster``: nsqlookupd, N nsqd and nsqadmin in the foreground, stopped together."""
 
 import os
 import re
@@ -9,7 +9,7 @@ import time
 
 from tests.support.wire import http, http_json, wait_until
 
-STATUS = re.compile(r"^(\S+)\s+pid (\d+)\s+TCP (\S+)\s+HTTP (\S+)")
+STATUS = re.compile(r"^(\S+)\s+pid (\d+)\s+(?:TCP (\S+)\s+)?HTTP (\S+)")
 
 
 def start_cluster(tmp_path, nodes: int):
@@ -18,7 +18,7 @@ def start_cluster(tmp_path, nodes: int):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     daemons = {}
     deadline = time.monotonic() + 30
-    while len(daemons) < nodes + 1 and time.monotonic() < deadline:
+    while len(daemons) < nodes + 2 and time.monotonic() < deadline:
         match = STATUS.match(process.stdout.readline())
         if match:
             daemons[match.group(1)] = {"pid": int(match.group(2)), "tcp": match.group(3), "http": match.group(4)}
@@ -37,11 +37,14 @@ def alive(pid: int) -> bool:
 def test_cluster_starts_registers_and_stops_on_ctrl_c(tmp_path):
     process, daemons = start_cluster(tmp_path, nodes=2)
     try:
-        assert set(daemons) == {"nsqlookupd", "nsqd0", "nsqd1"}
+        assert set(daemons) == {"nsqlookupd", "nsqd0", "nsqd1", "nsqadmin"}
         for name in ("nsqd0", "nsqd1"):
             assert http("POST", f"{daemons[name]['http']}/pub?topic=local", b"x")[0] == 200
         lookup = f"{daemons['nsqlookupd']['http']}/lookup?topic=local"
         wait_until(lambda: len(http_json("GET", lookup)[1].get("producers", [])) == 2)
+        admin = daemons["nsqadmin"]["http"].rstrip("/")
+        topic = http_json("GET", f"{admin}/api/topics/local")[1]
+        assert topic["message_count"] == 2 and len(topic["nodes"]) == 2  # nsqadmin sees the whole cluster
         process.send_signal(signal.SIGINT)
         assert process.wait(30) == 0
         assert "cluster stopped" in process.stdout.read()

@@ -163,7 +163,7 @@ def run_nsqadmin(*args: str) -> subprocess.CompletedProcess:
     (["--nsqd-http-address=127.0.0.1:4151", "--http-client-tls-cert=/x.pem"], "must be given together"),
     (["--nsqd-http-address=127.0.0.1:4151", "--http-client-tls-root-ca-file=/no/such/ca.pem"], "TLS"),
     (["--nsqd-http-address=127.0.0.1:4151", "--notification-http-endpoint=example.com/x"], "full http://"),
-    (["--nsqd-http-address=127.0.0.1:4151", "--http-address=127.0.0.1:99999"], "at most 65535"),
+    (["--nsqd-http-address=127.0.0.1:4151", "--http-address=127.0.0.1:99999"], "out of range (0-65535)"),
 ])
 def test_bad_command_lines_fail_with_one_line(args, expected):
     result = run_nsqadmin(*args)

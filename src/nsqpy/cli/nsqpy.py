@@ -1,7 +1,7 @@
 """``nsqpy``: commands that are nsqpy's own rather than NSQ's.
 
-``nsqpy cluster [--nsqd N]`` runs nsqlookupd and N nsqd registered with it
-in the foreground, prints where each is, and stops them all on Ctrl-C,
+``nsqpy cluster [--nsqd N]`` runs nsqlookupd, N nsqd registered with it and
+nsqadmin over them in the foreground, prints where each is, and stops them all on Ctrl-C,
 SIGTERM or SIGHUP (the terminal closed); if it is killed outright, the
 daemons get SIGTERM from the kernel (see ``localcluster``).
 """
@@ -25,7 +25,7 @@ def _raise_stop(signum, frame):
 
 def cluster(args) -> int:
     nodes = LocalCluster(args.nsqd, args.data_path, host=args.host, ephemeral_ports=args.ephemeral_ports,
-                         nsqd_args=tuple(args.nsqd_arg))
+                         nsqd_args=tuple(args.nsqd_arg), nsqadmin=not args.no_nsqadmin)
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, _raise_stop)
     try:
@@ -36,7 +36,8 @@ def cluster(args) -> int:
             return 1
         for line in nodes.status_lines():
             print(line, flush=True)
-        print(f"cluster up: consumers use --lookupd-http-address={nodes.lookupd.http_address}; "
+        admin = f"; nsqadmin at {nodes.nsqadmin.http_url}/" if nodes.nsqadmin else ""
+        print(f"cluster up: consumers use --lookupd-http-address={nodes.lookupd.http_address}{admin}; "
               "Ctrl-C stops it", flush=True)
         while True:
             dead = nodes.exited()
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nsqpy", description="nsqpy's own commands")
     parser.add_argument("--version", action="version", version=nsqpy_version_line("nsqpy"))
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("cluster", help="run nsqlookupd and N nsqd registered with it, in the foreground")
+    run = commands.add_parser("cluster", help="run nsqlookupd, N nsqd registered with it and nsqadmin, "
+                                              "in the foreground")
     run.add_argument("--nsqd", type=int, default=1, help="how many nsqd nodes (default 1)")
     run.add_argument("--data-path", default=".data", help="where each node keeps its data and log (default .data)")
     run.add_argument("--host", default="127.0.0.1", help="address to listen on and broadcast (default 127.0.0.1)")
@@ -68,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="free ports instead of 4160/4161 and 4150+1000*i/4151+1000*i")
     run.add_argument("--nsqd-arg", action="append", default=[], metavar="FLAG",
                      help="extra flag for every nsqd, e.g. --nsqd-arg=--mem-queue-size=1000 (repeatable)")
+    run.add_argument("--no-nsqadmin", action="store_true", help="do not start nsqadmin (default: on port 4171)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.nsqd < 1:
         parser.error("--nsqd must be at least 1")

@@ -6,7 +6,7 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-from ..net import is_unix_address, split_host_port
+from ..net import split_host_port
 from ..options import option
 
 LOG_LEVEL_CHOICES = ("debug", "info", "warn", "error", "fatal")
@@ -65,8 +65,6 @@ class NsqadminOptions:
 
     def validate(self) -> None:
         """Raise ValueError with one line an operator can act on."""
-        if not is_unix_address(self.http_address) and split_host_port(self.http_address)[1] > 65535:
-            raise ValueError(f"--http-address {self.http_address}: port must be at most 65535")
         if bool(self.nsqlookupd_http_addresses) == bool(self.nsqd_http_addresses):
             raise ValueError("use --lookupd-http-address or --nsqd-http-address (exactly one of them)")
         for address in self.nsqlookupd_http_addresses + self.nsqd_http_addresses:
