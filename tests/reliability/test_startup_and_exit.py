@@ -93,7 +93,7 @@ def _cluster(tmp_path) -> tuple[GroupProcess, list[int]]:
                             "--data-path", str(tmp_path)])
     cluster.wait_for("cluster up", timeout=60)
     pids = [int(match) for match in re.findall(r" pid (\d+)", cluster.output)]
-    assert len(pids) == 3
+    assert len(pids) == 4  # nsqlookupd, two nsqd, nsqadmin
     return cluster, pids
 
 
