@@ -272,6 +272,26 @@ def test_req_beyond_max_req_timeout_is_clamped_not_refused(start_nsqd, topic):
         assert again.id == message.id and time.monotonic() - sent < 3.5
 
 
+def test_a_touch_clamped_by_max_msg_timeout_times_out_before_later_messages(start_nsqd, topic):
+    """msg_timeout 1.5 s, max 2 s: A delivered at 0, B at 0.9, A touched at
+    1.0. A's deadline (2.0, the clamp) is before B's (2.4): A comes back first."""
+    daemon = start_nsqd("--max-msg-timeout=2s")
+    with conn(daemon) as c:
+        c.identify(msg_timeout=1500)
+        c.subscribe(topic, "ch", rdy=2)
+        c.publish(topic, b"A")
+        a = c.message()
+        delivered = time.monotonic()
+        time.sleep(0.9)
+        c.publish(topic, b"B")
+        b = c.message()
+        time.sleep(max(0.0, delivered + 1.0 - time.monotonic()))
+        c.send(cmd.touch(a.id))
+        first = c.message(timeout=3)
+        assert (first.body, first.attempts) == (b"A", 2)
+        assert c.message(timeout=3).id == b.id
+
+
 def test_touch_cannot_extend_past_max_msg_timeout(start_nsqd, topic):
     daemon = start_nsqd("--max-msg-timeout=2s")
     with conn(daemon) as c:

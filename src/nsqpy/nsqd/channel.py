@@ -5,12 +5,14 @@ one ``_dispatch`` for the current loop iteration, which hands messages to
 ready clients in bursts. So a burst of PUBs or FINs costs one dispatch, and
 an idle consumer still gets its message in the same iteration.
 
-In-flight messages live in their client's insertion-ordered dict, whose
-order is also deadline order (one client, one msg_timeout), so timeouts are
-found by reading from the front. Deferred messages wait in a heap; with
-``--mem-queue-size=0`` a deferred publish is also written to the channel's
-deferred disk queue (due time + message) and released once due and moved,
-so deferral survives a restart or a crash.
+The channel is the one owner of its in-flight and deferred messages, as in
+NSQ: a consumer's FIN, REQ and TOUCH come here with the client and the id,
+and are refused with NSQ's error when that client does not hold that message
+(``inflight.InFlight`` keeps them by id and by deadline); clients only keep
+counts. Deferred messages wait in a heap; with ``--mem-queue-size=0`` a
+deferred publish is also written to the channel's deferred disk queue (due
+time + message) and released once due and moved, so deferral survives a
+restart or a crash. Every time comes from one clock, the loop's.
 """
 
 import heapq
@@ -18,7 +20,9 @@ import itertools
 import struct
 import time
 
+from ..protocol.errors import E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED, ProtocolError
 from ..protocol.names import is_ephemeral
+from .inflight import InFlight
 from .message import Message
 from .queue import MessageQueue
 
@@ -32,7 +36,9 @@ class Channel:
         self.ephemeral = is_ephemeral(name)
         self.queue = queue
         self.loop = loop
+        self.clock = loop.time
         self.clients: list = []
+        self.in_flight = InFlight()
         self.paused = False
         self.exiting = False
 
@@ -58,7 +64,7 @@ class Channel:
 
     @property
     def in_flight_count(self) -> int:
-        return sum(len(client.in_flight) for client in self.clients)
+        return len(self.in_flight)
 
     @property
     def deferred_count(self) -> int:
@@ -88,7 +94,7 @@ class Channel:
     def _load_deferred(self) -> None:
         """Deferred publishes from before a restart, due when they were due."""
         disk = self.deferred_disk
-        now, now_ns = time.monotonic(), time.time_ns()
+        now, now_ns = self.clock(), time.time_ns()
         while (taken := disk.get_with_token()) is not None:
             record, token = taken
             message = Message.decode(record[_DUE.size:])
@@ -97,19 +103,7 @@ class Channel:
             heapq.heappush(self.deferred, (due, next(self._deferred_seq), message))
 
     def _defer(self, message: Message, delay: float) -> None:
-        heapq.heappush(self.deferred, (time.monotonic() + delay, next(self._deferred_seq), message))
-
-    def requeue(self, message: Message, delay: float) -> None:
-        """A message back from a consumer (REQ) goes to the tail, or waits."""
-        self.requeue_count += 1
-        if delay > 0:
-            self._defer(message, delay)
-        else:
-            self._requeue_now(message)
-
-    def _requeue_now(self, message: Message) -> None:
-        self.queue.put(message)
-        self.schedule_dispatch()
+        heapq.heappush(self.deferred, (self.clock() + delay, next(self._deferred_seq), message))
 
     # --- handing messages out -------------------------------------------------
 
@@ -133,6 +127,7 @@ class Channel:
             self._rotation = (self._rotation + 1) % count
             clients = clients[self._rotation:] + clients[: self._rotation]
         ready = [c for c in clients if c.window() > 0]
+        in_flight, now = self.in_flight, self.clock()
         while ready and pending:
             share = max(1, pending // len(ready))
             still_ready = []
@@ -145,22 +140,64 @@ class Channel:
                         pending = 0
                         break
                     pending -= 1
-                    if client.deliver(message):
-                        sent += 1
-                    else:  # sampled out, or a duplicate of one in flight: done with it
+                    # sampled out, or a second copy of one in flight (a crash between
+                    # rewriting and releasing a disk record leaves two): done with it
+                    if message.id in in_flight or not client.samples(message):
                         queue.ack(message)
+                        continue
+                    in_flight.start(message, client, now, client.msg_timeout)
+                    client.deliver(message)
+                    sent += 1
                 if client.window() > 0:
                     still_ready.append(client)
                 if not pending:
                     break
             ready = still_ready
 
-    def finish(self, message: Message) -> None:
-        """A consumer FINished ``message``: record its latency, refill its window."""
+    # --- a consumer's answers (FIN, REQ, TOUCH) --------------------------------
+
+    def finish(self, client, message_id: bytes) -> None:
+        """FIN: the message is done; record its latency, refill the window."""
+        message = self._take(client, message_id, E_FIN_FAILED, "FIN")
+        client.finish_count += 1
         if self.latency is not None:
             self.latency.add(time.time_ns() - message.timestamp)
         self.queue.ack(message)
         self.schedule_dispatch()
+
+    def requeue(self, client, message_id: bytes, delay: float) -> None:
+        """REQ: back to the tail of the queue, or deferred for ``delay`` seconds."""
+        message = self._take(client, message_id, E_REQ_FAILED, "REQ")
+        client.requeue_count += 1
+        self.requeue_count += 1
+        if delay > 0:
+            self._defer(message, delay)
+        else:
+            self.queue.put(message)
+        self.schedule_dispatch()
+
+    def touch(self, client, message_id: bytes, max_msg_timeout: float) -> None:
+        """TOUCH: the message's timeout starts again (up to ``max_msg_timeout`` after delivery)."""
+        self.in_flight.touch(self._held(client, message_id, E_TOUCH_FAILED, "TOUCH"), self.clock(),
+                             max_msg_timeout)
+
+    def _held(self, client, message_id: bytes, code: str, name: str) -> Message:
+        message = self.in_flight.get(message_id)
+        if message is None or message.client is not client:
+            reason = "ID not in flight" if message is None else "client does not own message"
+            raise ProtocolError(code, f"{name} {message_id.decode('ascii', 'replace')} failed {reason}")
+        return message
+
+    def _take(self, client, message_id: bytes, code: str, name: str) -> Message:
+        message = self._held(client, message_id, code, name)
+        self.in_flight.remove(message_id)
+        self._released(message)
+        return message
+
+    @staticmethod
+    def _released(message: Message) -> None:
+        message.client.in_flight_count -= 1
+        message.client = None
 
     # --- consumers ------------------------------------------------------------
 
@@ -175,12 +212,11 @@ class Channel:
             self.clients.remove(client)
         except ValueError:
             return
-        in_flight = client.in_flight
-        if in_flight:
-            for message in in_flight.values():
-                message.client = None
-                self.queue.put(message)
-            in_flight.clear()
+        held = self.in_flight.remove_client(client)
+        for message in held:
+            self._released(message)
+            self.queue.put(message)
+        if held:
             self.schedule_dispatch()
         if self.ephemeral and not self.clients and not self.exiting:
             self.topic.delete_channel(self.name)
@@ -189,24 +225,12 @@ class Channel:
 
     def process_timeouts(self, now: float) -> bool:
         """Requeue expired in-flight messages and due deferred ones; True if any."""
-        dirty = False
-        for client in self.clients:
-            in_flight = client.in_flight
-            if not in_flight:
-                continue
-            expired = []
-            for message in in_flight.values():
-                if message.deadline > now:
-                    break
-                expired.append(message)
-            if expired:
-                for message in expired:
-                    del in_flight[message.id]
-                    message.client = None
-                    self.timeout_count += 1
-                    self.queue.put(message)
-                client.on_window_opened()
-                dirty = True
+        expired = self.in_flight.expired(now)
+        for message in expired:
+            self._released(message)
+            self.timeout_count += 1
+            self.queue.put(message)
+        dirty = bool(expired)
         deferred = self.deferred
         if deferred and deferred[0][0] <= now:
             while deferred and deferred[0][0] <= now:
@@ -227,8 +251,7 @@ class Channel:
 
     def empty(self) -> None:
         """Drop everything queued, deferred and in flight (NSQ's /channel/empty)."""
-        for client in self.clients:
-            client.in_flight.clear()
+        self._drop_in_flight()
         self.deferred.clear()
         self.queue.clear()
         if self.deferred_disk is not None:
@@ -238,7 +261,7 @@ class Channel:
         """Stop, and write queued, in-flight and deferred messages to disk.
         Returns how many messages were persisted."""
         self.exiting = True
-        leftovers = [m for client in self.clients for m in client.in_flight.values()]
+        leftovers = self._drop_in_flight()
         disk = self.deferred_disk
         kept = 0
         for _, _, message in sorted(self.deferred):
@@ -247,7 +270,6 @@ class Channel:
             else:
                 leftovers.append(message)
         for client in list(self.clients):
-            client.in_flight.clear()
             client.close()
         self.deferred.clear()
         try:
@@ -259,10 +281,16 @@ class Channel:
 
     def delete(self) -> None:
         self.exiting = True
+        self._drop_in_flight()
         for client in list(self.clients):
-            client.in_flight.clear()
             client.close()
         self.deferred.clear()
         self.queue.delete()
         if self.deferred_disk is not None:
             self.deferred_disk.delete()
+
+    def _drop_in_flight(self) -> list[Message]:
+        held = self.in_flight.clear()
+        for message in held:
+            self._released(message)
+        return held

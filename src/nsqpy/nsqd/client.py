@@ -1,5 +1,6 @@
-"""One V2 connection's state: negotiated settings, RDY window, in-flight
-messages, counters, heartbeats and the output buffer.
+"""One V2 connection's state: negotiated settings, RDY window, counters,
+heartbeats and the output buffer. The messages it holds in flight are its
+channel's (``Channel.in_flight``); the client only counts them.
 
 Frames are appended to a list and written with one ``transport.write`` per
 loop iteration, or at once when ``output_buffer_size`` is reached, so a
@@ -10,15 +11,10 @@ import random
 import time
 
 from ..protocol.errors import ProtocolError
-from ..protocol.frames import encode_error, encode_response, HEARTBEAT_FRAME
+from ..protocol.frames import FRAME_HEADER_SIZE, encode_error, encode_response, HEARTBEAT_FRAME
 from ..protocol.identify import ClientSettings
-from ..protocol.message import message_frame_header
-
-STATE_INIT = 0
-STATE_DISCONNECTED = 1
-STATE_CONNECTED = 2
-STATE_SUBSCRIBED = 3
-STATE_CLOSING = 4
+from ..protocol.message import MESSAGE_HEADER_SIZE, message_frame_header
+from ..protocol.v2 import State
 
 
 class ClientV2:
@@ -42,9 +38,9 @@ class ClientV2:
             output_buffer_timeout=int(options.output_buffer_timeout * 1000),
             msg_timeout=int(options.msg_timeout * 1000),
         )
-        self.state = STATE_INIT
+        self.state = State.INIT
         self.ready_count = 0
-        self.in_flight: dict = {}
+        self.in_flight_count = 0  # kept by the channel, which holds the messages
         self.message_count = 0
         self.finish_count = 0
         self.requeue_count = 0
@@ -97,30 +93,24 @@ class ClientV2:
 
     def window(self) -> int:
         """How many more messages this client may be sent now."""
-        if self.state != STATE_SUBSCRIBED or self.write_paused:
+        if self.state != State.SUBSCRIBED or self.write_paused:
             return 0
-        return self.ready_count - len(self.in_flight)
+        return self.ready_count - self.in_flight_count
 
-    def deliver(self, message) -> bool:
-        """Send one message and hold it in flight. False when it is not sent:
-        dropped by sampling, or a second copy of a message this client already
-        holds (a crash between rewriting and releasing a record leaves two)."""
-        if self.sample_rate and random.randrange(100) > self.sample_rate:
-            return False
-        if message.id in self.in_flight:
-            return False
+    def samples(self, message) -> bool:
+        """Whether this client takes ``message`` (IDENTIFY's sample_rate)."""
+        return not self.sample_rate or random.randrange(100) <= self.sample_rate
+
+    def deliver(self, message) -> None:
+        """Send one message the channel has just put in flight with this client."""
         attempts = message.attempts = (message.attempts + 1) & 0xFFFF
-        now = time.monotonic()
-        message.client = self
-        message.delivered_at = now
-        message.deadline = now + self.msg_timeout
-        self.in_flight[message.id] = message
+        self.in_flight_count += 1
         self.message_count += 1
         body = message.body
         out = self._out
         out.append(message_frame_header(message.timestamp, attempts, message.id, len(body)))
         out.append(body)
-        self._out_bytes += 30 + len(body)
+        self._out_bytes += FRAME_HEADER_SIZE + MESSAGE_HEADER_SIZE + len(body)
         if self._out_bytes >= self.buffer_size:
             self.flush()
         elif not self._flush_scheduled:

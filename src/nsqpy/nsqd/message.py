@@ -13,7 +13,8 @@ class Message:
     or until the message is written to disk again).
     """
 
-    __slots__ = ("id", "body", "timestamp", "attempts", "defer", "client", "delivered_at", "deadline", "disk_token")
+    __slots__ = ("id", "body", "timestamp", "attempts", "defer", "client", "delivered_at", "deadline", "timeout",
+                 "disk_token")
 
     def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int = 0, defer: float = 0.0):
         self.id = message_id
@@ -24,6 +25,7 @@ class Message:
         self.client = None
         self.delivered_at = 0.0
         self.deadline = 0.0
+        self.timeout = 0.0  # the msg_timeout it was delivered with
         self.disk_token = None
 
     def copy(self) -> "Message":

@@ -386,7 +386,7 @@ class NSQD:
         interval = self.options.queue_scan_interval
         while True:
             await asyncio.sleep(interval)
-            now = time.monotonic()
+            now = self.loop.time()
             for channel in list(self.channels()):
                 try:
                     channel.process_timeouts(now)

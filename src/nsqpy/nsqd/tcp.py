@@ -8,7 +8,6 @@ TOUCH failures.
 import asyncio
 import json
 import ssl
-import time
 
 from ..protocol import errors
 from ..protocol.commands import ABORT, parse_base10, parse_mpub_body, v2_reader
@@ -18,8 +17,9 @@ from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
 from ..protocol.identify import DEFAULT_HEARTBEAT_INTERVAL_MS, identify_response, negotiate
 from ..protocol.message import MESSAGE_ID_LENGTH
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from ..protocol.v2 import CONFIRM, IGNORED, START_TLS, State, next_state, upgrade_steps
 from .auth import AuthError
-from .client import STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, ClientV2
+from .client import ClientV2
 from .deadline import Deadline
 from .tls import connection_info
 from .topic import TopicExiting
@@ -127,12 +127,17 @@ class V2Protocol(asyncio.Protocol):
                     raise _invalid(f"invalid command {_name(command.name)}")
                 if tls_required and command.name != b"IDENTIFY":
                     raise _invalid(f"cannot {_name(command.name)} in current state (TLS required)")
+                after = next_state(client.state, command.name)
+                if (client.state, command.name) in IGNORED:
+                    continue
                 waiting = handler(self, client, command)
                 if waiting is not None:
                     client.flush()
                     self._block("command")
-                    asyncio.get_running_loop().create_task(self._resume_after(client, waiting, commands[index + 1:]))
+                    asyncio.get_running_loop().create_task(
+                        self._resume_after(client, waiting, after, commands[index + 1:]))
                     return
+                client.state = after
                 if self.upgrading:
                     break  # the rest waits for the TLS handshake
             except ProtocolError as error:
@@ -153,9 +158,10 @@ class V2Protocol(asyncio.Protocol):
         self._close()
         return True
 
-    async def _resume_after(self, client: ClientV2, waiting, rest) -> None:
+    async def _resume_after(self, client: ClientV2, waiting, after: State, rest) -> None:
         try:
             await waiting
+            client.state = after
         except ProtocolError as error:
             if self._failed(client, error):
                 return
@@ -232,24 +238,13 @@ class V2Protocol(asyncio.Protocol):
         return name
 
     @staticmethod
-    def _in_flight_id(client: ClientV2, command, name: str) -> bytes:
-        if client.state not in (STATE_SUBSCRIBED, STATE_CLOSING):
-            raise _invalid(f"cannot {name} in current state")
+    def _message_id(command, name: str) -> bytes:
         if len(command.params) < (3 if name == "REQ" else 2):
             raise _invalid(f"{name} insufficient number of params")
         message_id = command.params[1]
         if len(message_id) != MESSAGE_ID_LENGTH:
             raise _invalid("invalid message ID")
         return message_id
-
-    @staticmethod
-    def _not_in_flight(client: ClientV2, code: str, name: str, message_id: bytes) -> ProtocolError:
-        channel = client.channel
-        owned_elsewhere = channel is not None and any(
-            message_id in other.in_flight for other in channel.clients if other is not client
-        )
-        reason = "client does not own message" if owned_elsewhere else "ID not in flight"
-        return ProtocolError(code, f"{name} {_name(message_id)} failed {reason}")
 
     @staticmethod
     def _parse_ms(raw: bytes, what: str) -> int:
@@ -261,8 +256,6 @@ class V2Protocol(asyncio.Protocol):
     # --- commands ---------------------------------------------------------------------
 
     def identify(self, client: ClientV2, command) -> None:
-        if client.state != STATE_INIT:
-            raise _invalid("cannot IDENTIFY in current state")
         if command.body_error is not None:
             raise command.body_error
         settings = negotiate(command.body, self.nsqd.identify_policy, client.settings)
@@ -270,25 +263,33 @@ class V2Protocol(asyncio.Protocol):
         if not settings.feature_negotiation:
             client.send_frame(OK_FRAME)
             return
-        client.send_response(identify_response(settings, self.nsqd.identify_policy))
-        codec = new_codec(settings.snappy, settings.deflate, settings.deflate_level)
-        if settings.tls_v1:
+        answer = identify_response(settings, self.nsqd.identify_policy)
+        client.send_response(answer)
+        steps = upgrade_steps(json.loads(answer))
+        if not steps:
+            return
+        client.flush()  # the answer goes out plain
+        if steps[0] is START_TLS:
             # no command may be read before the handshake: stop reading now
-            client.flush()
             self.transport.pause_reading()
             self.upgrading = True
             self.deadline.clear()
-            asyncio.get_running_loop().create_task(self._start_tls(client, codec))
-            return
-        if codec is not None:
-            # the answer goes out plain; the OK that confirms the upgrade, compressed
-            client.flush()
-            client.codec = codec
-            client.send_frame(OK_FRAME)
+            asyncio.get_running_loop().create_task(self._start_tls(client, steps[1:]))
+        else:
+            self._upgrade(client, steps)
 
-    async def _start_tls(self, client: ClientV2, codec) -> None:
-        """TLS handshake on the raw socket, then OK over TLS, then (if also
-        negotiated) compression and a compressed OK: NSQ's order."""
+    @staticmethod
+    def _upgrade(client: ClientV2, steps) -> None:
+        """The steps after TLS: switch compression on, and confirm each layer with an OK through it."""
+        for step in steps:
+            if step is CONFIRM:
+                client.send_frame(OK_FRAME)
+                client.flush()
+            else:
+                client.codec = new_codec(step.snappy, step.deflate, step.deflate_level)
+
+    async def _start_tls(self, client: ClientV2, rest) -> None:
+        """TLS handshake on the raw socket, then the rest of the upgrade."""
         try:
             async with asyncio.timeout(5):
                 transport = await asyncio.get_running_loop().start_tls(
@@ -301,16 +302,9 @@ class V2Protocol(asyncio.Protocol):
         client.tls = connection_info(transport)
         self.upgrading = False
         self.deadline.set(self._command_time())
-        client.send_frame(OK_FRAME)
-        client.flush()
-        if codec is not None:
-            client.codec = codec
-            client.send_frame(OK_FRAME)
-            client.flush()
+        self._upgrade(client, rest)
 
     def auth(self, client: ClientV2, command):
-        if client.state != STATE_INIT:
-            raise _invalid("cannot AUTH in current state")
         if len(command.params) != 1:
             raise _invalid("AUTH invalid number of parameters")
         if command.body_error is not None:
@@ -359,8 +353,6 @@ class V2Protocol(asyncio.Protocol):
             raise ProtocolError(errors.E_UNAUTHORIZED, f'AUTH failed for {name} on "{topic}" "{channel}"')
 
     def sub(self, client: ClientV2, command) -> None:
-        if client.state != STATE_INIT:
-            raise _invalid("cannot SUB in current state")
         if client.settings.heartbeat_interval <= 0:
             raise _invalid("cannot SUB with heartbeats disabled")
         params = command.params
@@ -390,14 +382,9 @@ class V2Protocol(asyncio.Protocol):
             )
         channel.add_client(client)
         client.channel = channel
-        client.state = STATE_SUBSCRIBED
         client.send_frame(OK_FRAME)
 
     def rdy(self, client: ClientV2, command) -> None:
-        if client.state == STATE_CLOSING:
-            return
-        if client.state != STATE_SUBSCRIBED:
-            raise _invalid("cannot RDY in current state")
         count = 1
         if len(command.params) > 1:
             raw = command.params[1]
@@ -414,44 +401,23 @@ class V2Protocol(asyncio.Protocol):
             client.on_window_opened()
 
     def fin(self, client: ClientV2, command) -> None:
-        message_id = self._in_flight_id(client, command, "FIN")
-        message = client.in_flight.pop(message_id, None)
-        if message is None:
-            raise self._not_in_flight(client, errors.E_FIN_FAILED, "FIN", message_id)
-        client.finish_count += 1
-        client.channel.finish(message)
+        client.channel.finish(client, self._message_id(command, "FIN"))
 
     def req(self, client: ClientV2, command) -> None:
-        message_id = self._in_flight_id(client, command, "REQ")
+        message_id = self._message_id(command, "REQ")
         delay_ms = self._parse_ms(command.params[2], "REQ could not parse timeout")
         max_ms = int(self.nsqd.options.max_req_timeout * 1000)
         if delay_ms > max_ms:
             self.nsqd.log.info("[%s] REQ timeout %d out of range 0-%d, clamping",
                                client.remote_address, delay_ms, max_ms)
             delay_ms = max_ms
-        message = client.in_flight.pop(message_id, None)
-        if message is None:
-            raise self._not_in_flight(client, errors.E_REQ_FAILED, "REQ", message_id)
-        message.client = None
-        client.requeue_count += 1
-        client.channel.requeue(message, delay_ms / 1000)
-        client.channel.schedule_dispatch()
+        client.channel.requeue(client, message_id, delay_ms / 1000)
 
     def touch(self, client: ClientV2, command) -> None:
-        message_id = self._in_flight_id(client, command, "TOUCH")
-        in_flight = client.in_flight
-        message = in_flight.pop(message_id, None)
-        if message is None:
-            raise self._not_in_flight(client, errors.E_TOUCH_FAILED, "TOUCH", message_id)
-        ceiling = message.delivered_at + self.nsqd.options.max_msg_timeout
-        message.deadline = min(time.monotonic() + client.msg_timeout, ceiling)
-        in_flight[message_id] = message  # to the back: the scan reads deadlines in order
+        client.channel.touch(client, self._message_id(command, "TOUCH"), self.nsqd.options.max_msg_timeout)
 
     def cls(self, client: ClientV2, command) -> None:
-        if client.state != STATE_SUBSCRIBED:
-            raise _invalid("cannot CLS in current state")
         client.ready_count = 0
-        client.state = STATE_CLOSING
         client.send_frame(CLOSE_WAIT_FRAME)
 
     def nop(self, client: ClientV2, command) -> None:

@@ -18,6 +18,7 @@ OK = b"OK"
 CLOSE_WAIT = b"CLOSE_WAIT"
 
 _FRAME_HEADER = struct.Struct(">ii")
+FRAME_HEADER_SIZE = _FRAME_HEADER.size  # size and frame type, before every frame's data
 
 
 def encode_frame(frame_type: int, data: bytes) -> bytes:
