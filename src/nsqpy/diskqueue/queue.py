@@ -27,6 +27,7 @@ from collections import deque
 from ..atomicfile import write_atomically
 
 _LENGTH = struct.Struct(">i")
+RECORD_HEADER_SIZE = _LENGTH.size  # the int32 length before every record
 
 log = logging.getLogger("nsqpy.diskqueue")
 
@@ -113,7 +114,7 @@ class DiskQueue:
         size = len(data)
         if not self.min_msg_size <= size <= self.max_msg_size:
             raise ValueError(f"invalid record size {size}")
-        if self.write_pos > 0 and self.write_pos + 4 + size > self.max_bytes_per_file:
+        if self.write_pos > 0 and self.write_pos + RECORD_HEADER_SIZE + size > self.max_bytes_per_file:
             self._roll_write_file()
         writer = self._writer
         if writer is None:
@@ -126,7 +127,7 @@ class DiskQueue:
             # leave the file where the last good record ended
             self._close_writer(truncate_to=self.write_pos)
             raise
-        self.write_pos += 4 + size
+        self.write_pos += RECORD_HEADER_SIZE + size
         self.depth += 1
         self.unsynced_writes += 1
 
@@ -287,7 +288,7 @@ class DiskQueue:
             )
         start = (self.read_file_num, self.read_pos)
         header = reader.read(4)
-        if len(header) < 4:
+        if len(header) < RECORD_HEADER_SIZE:
             self._skip_file(f"truncated record header at {self.read_pos}")
         size = _LENGTH.unpack(header)[0]
         if not self.min_msg_size <= size <= self.max_msg_size:
@@ -295,7 +296,7 @@ class DiskQueue:
         data = reader.read(size)
         if len(data) < size:
             self._skip_file(f"truncated record at {self.read_pos}")
-        self.read_pos += 4 + size
+        self.read_pos += RECORD_HEADER_SIZE + size
         self.depth -= 1
         self._last_record_start = start
         if 0 <= self._read_file_size <= self.read_pos:
@@ -385,11 +386,11 @@ class DiskQueue:
             return
         pos = 0
         recovered = 0
-        while len(tail) - pos >= 4:
+        while len(tail) - pos >= RECORD_HEADER_SIZE:
             size = _LENGTH.unpack_from(tail, pos)[0]
-            if not self.min_msg_size <= size <= self.max_msg_size or len(tail) - pos - 4 < size:
+            if not self.min_msg_size <= size <= self.max_msg_size or len(tail) - pos - RECORD_HEADER_SIZE < size:
                 break
-            pos += 4 + size
+            pos += RECORD_HEADER_SIZE + size
             recovered += 1
         if recovered:
             self.log.warning("diskqueue(%s): recovered %d records written after the last sync", self.name,

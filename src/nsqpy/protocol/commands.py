@@ -259,7 +259,7 @@ def parse_mpub_body(body: bytes, max_msg_size: int, max_body_size: int, *, exact
     if length < 4:
         raise ProtocolError(E_BAD_BODY, "MPUB failed to read message count")
     count = _INT32.unpack_from(body, 0)[0]
-    max_messages = (max_body_size - 4) // 5
+    max_messages = (max_body_size - _INT32.size) // (_INT32.size + 1)  # each a size and one byte at least
     if count <= 0 or count > max_messages:
         raise ProtocolError(E_BAD_BODY, f"MPUB invalid message count {count}")
     messages = []
