@@ -103,11 +103,6 @@ class Fetcher:
             return []
         return self._call(self._answer(messages, requeue=False), _ANSWER_TIMEOUT)
 
-    def requeue(self, messages) -> None:
-        """REQ without delay or backoff: back to nsqd for another consumer or a later batch."""
-        if messages:
-            self._call(self._answer(messages, requeue=True), _ANSWER_TIMEOUT)
-
     def stop(self) -> Stopped:
         """Stop receiving, give back everything received but not in a batch,
         and close only once nsqd confirmed every answer sent (CLOSE_WAIT).
