@@ -51,6 +51,16 @@ def source_options(nsqd, topic: str, channel: str = "archive", **extra) -> dict:
             "nsqd_http_addresses": nsqd.http_address, **{k: str(v) for k, v in extra.items()}}
 
 
+def archive_available_now(spark, options: dict, out, checkpoint) -> list[int]:
+    """Run the archive query once under availableNow; the sizes of its batches."""
+    from nsqpy.spark.archive import start_archive
+
+    query = start_archive(spark, options, str(out), str(checkpoint), available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+
 def wait_for_registration(lookupd, topic: str, nodes: int) -> None:
     wait_until(lambda: len((http_json("GET", f"{lookupd.http_url}/lookup?topic={topic}")[1] or {})
                            .get("producers") or []) >= nodes, timeout=10)

@@ -5,17 +5,9 @@ import shutil
 import pyarrow.lib
 import pytest
 
-from nsqpy.spark.archive import start_archive
-
-from .conftest import archived_bodies, bodies_other_readers_see, publish, source_options
+from .conftest import archive_available_now, archived_bodies, bodies_other_readers_see, publish, source_options
 
 pytestmark = pytest.mark.spark
-
-
-def _archive_available(spark, nsqd, topic, out, checkpoint) -> None:
-    query = start_archive(spark, source_options(nsqd, topic), str(out), str(checkpoint), available_now=True)
-    query.awaitTermination(120)
-    assert query.exception() is None
 
 
 def test_files_no_batch_committed_are_removed_when_the_job_starts(spark, spark_nsqd, topic, tmp_path):
@@ -27,7 +19,7 @@ def test_files_no_batch_committed_are_removed_when_the_job_starts(spark, spark_n
     first = [f"{topic}-a{i:04d}".encode() for i in range(500)]
     publish(spark_nsqd, topic, first)
     out, checkpoint = tmp_path / "out", tmp_path / "out" / "_checkpoint"
-    _archive_available(spark, spark_nsqd, topic, out, checkpoint)
+    archive_available_now(spark, source_options(spark_nsqd, topic), out, checkpoint)
     committed = sorted(p for p in out.rglob("part-*.parquet"))
     folder = committed[0].parent
     (folder / "part-99999-killed-empty.c000.snappy.parquet").write_bytes(b"")
@@ -38,6 +30,6 @@ def test_files_no_batch_committed_are_removed_when_the_job_starts(spark, spark_n
 
     more = [f"{topic}-b{i:04d}".encode() for i in range(300)]
     publish(spark_nsqd, topic, more)
-    _archive_available(spark, spark_nsqd, topic, out, checkpoint)
+    archive_available_now(spark, source_options(spark_nsqd, topic), out, checkpoint)
     assert not list(out.rglob("part-9999*"))
     assert bodies_other_readers_see(out) == sorted(archived_bodies(spark, out)) == sorted(first + more)

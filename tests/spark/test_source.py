@@ -9,7 +9,8 @@ from nsqpy.spark.archive import drain_file, start_archive, stop_gracefully
 
 from tests.support.wire import http_json
 
-from .conftest import archived_bodies, channel_stats, publish, source_options, wait_for_registration
+from .conftest import (archive_available_now, archived_bodies, channel_stats, publish, source_options,
+                       wait_for_registration)
 
 pytestmark = pytest.mark.spark
 
@@ -29,12 +30,10 @@ def _wait_for_rows(query, rows: int, timeout: float = 60.0) -> None:
 def test_available_now_archives_every_message_once_and_acknowledges_it(spark, spark_nsqd, topic, tmp_path):
     bodies = _bodies(topic, 5000)
     publish(spark_nsqd, topic, bodies)
-    query = start_archive(spark, source_options(spark_nsqd, topic, max_messages_per_batch=1500),
-                          str(tmp_path / "out"), str(tmp_path / "checkpoint"), available_now=True)
-    query.awaitTermination(120)
-    assert query.exception() is None
+    batches = archive_available_now(spark, source_options(spark_nsqd, topic, max_messages_per_batch=1500),
+                                    tmp_path / "out", tmp_path / "checkpoint")
     assert sorted(archived_bodies(spark, tmp_path / "out")) == bodies
-    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [1500, 1500, 1500, 500]
+    assert batches == [1500, 1500, 1500, 500]
     stats = channel_stats(spark_nsqd, topic, "archive")
     assert (stats["depth"], stats["in_flight_count"], stats["timeout_count"]) == (0, 0, 0)
 
@@ -238,11 +237,9 @@ def test_a_batch_fills_past_one_connections_cap_with_nsqd_at_its_defaults(spark,
     nsqd = start_nsqd()
     bodies = _bodies(topic, 7000)
     publish(nsqd, topic, bodies)
-    query = start_archive(spark, source_options(nsqd, topic, max_messages_per_batch=6000),
-                          str(tmp_path / "out"), str(tmp_path / "ck"), available_now=True)
-    query.awaitTermination(120)
-    assert query.exception() is None
-    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [6000, 1000]
+    batches = archive_available_now(spark, source_options(nsqd, topic, max_messages_per_batch=6000),
+                                    tmp_path / "out", tmp_path / "ck")
+    assert batches == [6000, 1000]
     assert sorted(archived_bodies(spark, tmp_path / "out")) == bodies
     stats = channel_stats(nsqd, topic, "archive")
     assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
