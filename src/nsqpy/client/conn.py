@@ -22,7 +22,7 @@ from ..protocol.compression import new_codec
 from ..protocol.errors import NON_FATAL_CODES
 from ..protocol.frames import (FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE, FRAME_TYPE_RESPONSE, HEARTBEAT, OK,
                                MAGIC_V2, FrameReader)
-from ..protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
+from ..protocol.message import decode_message
 from ..protocol.v2 import CONFIRM, START_TLS, EnableCodec, upgrade_steps
 from ..net import split_host_port
 from .config import Config, tls_context
@@ -249,8 +249,7 @@ class Connection(asyncio.Protocol):
     def _on_frames(self, frames) -> None:
         for frame_type, payload in frames:
             if frame_type == FRAME_TYPE_MESSAGE:
-                timestamp, attempts, message_id = MESSAGE_HEADER.unpack_from(payload)
-                self.on_message(self, timestamp, attempts, message_id, payload[MESSAGE_HEADER_SIZE:])
+                self.on_message(self, *decode_message(payload))
             elif frame_type == FRAME_TYPE_RESPONSE:
                 if payload == HEARTBEAT:
                     self.send(commands.NOP)

@@ -1,6 +1,6 @@
 """A message inside nsqd: the wire fields plus its in-flight bookkeeping."""
 
-from ..protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
+from ..protocol.message import decode_message, encode_message
 
 
 class Message:
@@ -33,9 +33,9 @@ class Message:
 
     def encode(self) -> bytes:
         """The disk queue record (NSQ's layout; deferral is not part of it)."""
-        return MESSAGE_HEADER.pack(self.timestamp, self.attempts, self.id) + self.body
+        return encode_message(self.timestamp, self.attempts, self.id, self.body)
 
     @classmethod
     def decode(cls, record: bytes) -> "Message":
-        timestamp, attempts, message_id = MESSAGE_HEADER.unpack_from(record)
-        return cls(message_id, record[MESSAGE_HEADER_SIZE:], timestamp, attempts)
+        timestamp, attempts, message_id, body = decode_message(record)
+        return cls(message_id, body, timestamp, attempts)
