@@ -7,8 +7,6 @@ process behind (SIGTERM, then SIGKILL).
 """
 
 import concurrent.futures
-import ctypes
-import ctypes.util
 import os
 import re
 import signal
@@ -18,24 +16,9 @@ import threading
 import time
 from collections import deque
 
+from .supervision import PARENT_ENV
+
 _LISTENING = re.compile(r"(TCP|HTTP|HTTPS): listening on (\S+)")
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent():
-    """-> a ``preexec_fn`` that makes the child get SIGTERM when the process
-    that started it dies, however it dies (SIGKILL included), so no daemon
-    outlives its supervisor holding the ports. Linux only; elsewhere None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    parent = os.getpid()
-
-    def preexec() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before the prctl
-            os._exit(1)
-    return preexec
 
 
 # The kernel sends the parent-death signal when the *thread* that forked the
@@ -44,8 +27,9 @@ def _die_with_parent():
 _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsqpy-spawner")
 
 
-def _spawn(command: list[str], **popen_args) -> subprocess.Popen:
-    return _spawner.submit(subprocess.Popen, command, preexec_fn=_die_with_parent(), **popen_args).result()
+def _spawn(command: list[str], env: dict, **popen_args) -> subprocess.Popen:
+    env = {**env, PARENT_ENV: str(os.getpid())}
+    return _spawner.submit(subprocess.Popen, command, env=env, **popen_args).result()
 
 
 class DaemonProcess:
@@ -76,7 +60,7 @@ class DaemonProcess:
             env={**os.environ, **(self.env or {})}, text=True, errors="replace",
             # its own session: a terminal's Ctrl-C reaches only whoever supervises it,
             # which stops daemons in order (nsqd before nsqlookupd); and it dies
-            # with its supervisor (see _spawn)
+            # with its supervisor (see follow_parent)
             start_new_session=True,
         )
         threading.Thread(target=self._read_output, args=(self.process,), daemon=True).start()

@@ -7,6 +7,7 @@ import signal
 from .. import __version__, version_line
 from ..errors import StartupError
 from ..logs import setup_logging
+from ..supervision import follow_parent
 from .flags import parse_options
 
 
@@ -59,6 +60,7 @@ def run_daemon(daemon, log) -> int:
 
 def daemon_main(program: str, options_class, daemon_class, argv: list[str]) -> int:
     """The whole life of a daemon executable: flags, logging, run, exit code."""
+    follow_parent()
     options, show_version = parse_options(program, options_class, argv)
     if show_version:
         print(version_line(program))
