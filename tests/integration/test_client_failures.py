@@ -142,3 +142,31 @@ def test_closing_a_producer_with_publishes_pending_leaves_no_unretrieved_future(
 
     run(main())
     assert loop_errors == []
+
+
+def test_a_stop_under_full_flow_loses_no_fin(nsqd, topic):
+    """nsqd keeps pushing while the consumer stops: closing then resets the
+    socket unless nsqd has read the last FINs first. Nothing finished may
+    come back."""
+    async def main():
+        async with Producer(nsqd.tcp_address) as producer:
+            for start in range(0, 20_000, 500):
+                await producer.multi_publish(topic, [b"%d" % i for i in range(start, start + 500)])
+        finished = []
+        for _ in range(5):
+            handler = Collector()
+            consumer = Consumer(topic, "ch", handler, config=Config(max_in_flight=2500))
+            await consumer.connect_to_nsqd(nsqd.tcp_address)
+            await handler.wait_for(500)
+            await consumer.stop()
+            finished += handler.bodies
+        rest = Collector()
+        consumer = Consumer(topic, "ch", rest, config=Config(max_in_flight=2500))
+        await consumer.connect_to_nsqd(nsqd.tcp_address)
+        await rest.wait_for(20_000 - len(finished), timeout=30)
+        await consumer.stop()
+        return finished, rest.bodies
+
+    finished, rest = run(main(), timeout=90)
+    assert not set(finished) & set(rest)  # nothing FINished was delivered again
+    assert len(set(finished) | set(rest)) == 20_000

@@ -56,6 +56,7 @@ class Connection(asyncio.Protocol):
         self._write_backlog = 0
         self._watchdog: asyncio.TimerHandle | None = None
         self._close_reason = ""
+        self._lost: asyncio.Future | None = None  # for close_gracefully
 
     def __repr__(self) -> str:
         return f"Connection({self.address})"
@@ -155,6 +156,8 @@ class Connection(asyncio.Protocol):
             future = self._pending.popleft()
             if not future.done():
                 future.set_exception(error)
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
         if self.on_close is not None:
             self.on_close(self)
 
@@ -164,6 +167,24 @@ class Connection(asyncio.Protocol):
             self._flush()
             self._transport.close()
         self.closed = True
+
+    async def close_gracefully(self, timeout: float) -> None:
+        """Close once nsqd has read everything sent: end our side of the
+        stream and wait (at most ``timeout``) for nsqd to close its side.
+        Closing at once while messages nsqd pushed are still unread here
+        resets the connection, and nsqd drops the FINs it had not read yet."""
+        if self.closed:
+            return
+        self._flush()
+        if self._transport.can_write_eof():
+            self._lost = self._loop.create_future()
+            self._transport.write_eof()
+            try:
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(self._lost)
+            except TimeoutError:
+                pass
+        self.close()
 
     async def flushed(self) -> None:
         """Until everything sent so far has been written to the socket (or

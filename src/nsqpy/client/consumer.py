@@ -30,6 +30,8 @@ from .message import Message
 
 log = logging.getLogger("nsqpy.client")
 
+CLOSE_TIMEOUT = 1.0  # seconds a stopping consumer waits for nsqd to have read its last answers
+
 
 @dataclass(frozen=True)
 class ConsumerStats:
@@ -219,8 +221,7 @@ class Consumer:
                         self.channel)
         for worker in self._workers:
             worker.cancel()
-        for conn in list(self.connections.values()):
-            conn.close()
+        await asyncio.gather(*(conn.close_gracefully(CLOSE_TIMEOUT) for conn in list(self.connections.values())))
         if self._http is not None:
             await self._http.close()
         if self._executor is not None:
