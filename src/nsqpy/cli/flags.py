@@ -54,7 +54,7 @@ def _typed(convert, name: str):
     return parse
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineErrorParser(argparse.ArgumentParser):
     """A bad flag is reported in one line, the last a person sees: the usage
     of a program with fifty flags would bury it (``--help`` shows them)."""
 
@@ -63,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(program: str, options_class) -> argparse.ArgumentParser:
-    parser = _Parser(prog=program, allow_abbrev=False, add_help=False, argument_default=argparse.SUPPRESS)
+    parser = OneLineErrorParser(prog=program, allow_abbrev=False, add_help=False, argument_default=argparse.SUPPRESS)
     parser.add_argument("-h", "-help", "--help", action="help", help="show this help and exit")
     parser.add_argument("-version", "--version", action="store_true", help="print version string")
     parser.add_argument("-config", "--config", metavar="FILE", help="path to config file")

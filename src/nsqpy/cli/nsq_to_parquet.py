@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 
-from .flags import _Parser, nsqpy_version_line
+from .flags import OneLineErrorParser, nsqpy_version_line
 
 # up to 100,000 messages a second with nsqd at its own defaults (the source
 # opens as many connections as a batch needs); a quiet topic costs no files
@@ -34,7 +34,7 @@ def trigger_interval(text: str) -> str:
 
 
 def parse_args(argv):
-    parser = _Parser(prog="nsq_to_parquet", description=__doc__.split("\n")[0].split(": ", 1)[1])
+    parser = OneLineErrorParser(prog="nsq_to_parquet", description=__doc__.split("\n")[0].split(": ", 1)[1])
     parser.add_argument("--version", action="version", version=nsqpy_version_line("nsq_to_parquet"))
     parser.add_argument("--topic", required=True, help="NSQ topic to archive")
     parser.add_argument("--channel", default="nsq_to_parquet", help="NSQ channel (default nsq_to_parquet)")
