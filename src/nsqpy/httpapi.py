@@ -12,6 +12,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 
 from .net import listen_backlog
+from .options import option_specs
 from .protocol.names import is_valid_channel_name, is_valid_topic_name
 
 V1_HEADERS = {"X-NSQ-Content-Type": "nsq; version=1.0"}
@@ -53,6 +54,18 @@ def bool_param(request: web.Request, name: str, default: bool) -> bool:
     if value in ("false", "0"):
         return False
     return default
+
+
+def option_value(options, name: str):
+    """``GET /config/<name>`` as NSQ answers it: the option by its config
+    file key, durations in nanoseconds, the log level as its number."""
+    if name == "log_level":
+        return LOG_LEVELS[options.log_level]
+    spec = {spec.cfg: spec for spec in option_specs(type(options))}.get(name)
+    if spec is None:
+        raise HttpError(400, "INVALID_OPTION")
+    value = getattr(options, spec.field)
+    return int(round(value * 1e9)) if spec.duration else value
 
 
 def topic_param(request: web.Request, invalid: str = "INVALID_ARG_TOPIC") -> str:

@@ -13,9 +13,8 @@ import json
 
 from aiohttp import web
 
-from ..httpapi import LOG_LEVELS, MAX_CONFIG_BODY, HttpError, json_response, read_body
+from ..httpapi import LOG_LEVELS, MAX_CONFIG_BODY, HttpError, json_response, option_value, read_body
 from ..logs import LEVELS
-from ..options import option_specs
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from . import aggregate
 from .cluster import AllFailed, semver
@@ -70,7 +69,6 @@ class AdminApi:
         self.cluster = admin.cluster
         self.history = admin.history
         self.notifier = admin.notifier
-        self._specs = {spec.cfg: spec for spec in option_specs(NsqadminOptions)}
 
     def routes(self, base: str) -> list:
         get, post, delete, put = web.get, web.post, web.delete, web.put
@@ -228,18 +226,9 @@ class AdminApi:
         if remote not in ipaddress.ip_network(self.options.allow_config_from_cidr, strict=False):
             raise HttpError(403, "FORBIDDEN")
 
-    def _config_value(self, name: str):
-        if name == "log_level":
-            return LOG_LEVELS[self.options.log_level]
-        spec = self._specs.get(name)
-        if spec is None:
-            raise HttpError(400, "INVALID_OPTION")
-        value = getattr(self.options, spec.field)
-        return int(round(value * 1e9)) if spec.duration else value
-
     async def config_get(self, request):
         self.require_config_access(request)
-        return json_response(self._config_value(request.match_info["opt"]))
+        return json_response(option_value(self.options, request.match_info["opt"]))
 
     async def config_put(self, request):
         self.require_config_access(request)
@@ -265,4 +254,4 @@ class AdminApi:
             if not self.options.nsqlookupd_http_addresses or not addresses:
                 raise HttpError(400, "INVALID_VALUE")  # nsqadmin stays in the mode it started in
             self.options.nsqlookupd_http_addresses = addresses
-        return json_response(self._config_value(name))
+        return json_response(option_value(self.options, name))

@@ -7,23 +7,20 @@ from aiohttp import web
 
 from .. import version_line
 from ..httpapi import (LOG_LEVELS, MAX_CONFIG_BODY, HttpError, bool_param, empty_response, json_response,
-                       new_app, read_body, serve, text_response, topic_and_channel_params, topic_param)
+                       new_app, option_value, read_body, serve, text_response, topic_and_channel_params, topic_param)
 from ..logs import LEVELS
 from ..net import split_host_port
-from ..options import option_specs
 from ..protocol import NSQ_VERSION
 from ..protocol.commands import parse_mpub_body
 from ..protocol.errors import ProtocolError
 from ..protocol.names import is_valid_topic_name
 from . import stats as stats_module
-from .options import NsqdOptions
 from .topic import TopicExiting
 
 class HttpApi:
     def __init__(self, nsqd):
         self.nsqd = nsqd
         self._runner: web.AppRunner | None = None
-        self._specs = {spec.cfg: spec for spec in option_specs(NsqdOptions)}
 
     async def start(self, sites) -> None:
         """``sites``: (listening socket, SSL context or None) pairs."""
@@ -248,16 +245,9 @@ class HttpApi:
     def _config_value(self, name: str):
         if "/" in name:
             raise HttpError(404, "NOT_FOUND")  # an escaped path, not an option name
-        nsqd = self.nsqd
         if name == "nsqlookupd_tcp_addresses":
-            return nsqd.nsqlookupd_tcp_addresses
-        if name == "log_level":
-            return LOG_LEVELS[nsqd.options.log_level]
-        spec = self._specs.get(name)
-        if spec is None:
-            raise HttpError(400, "INVALID_OPTION")
-        value = getattr(nsqd.options, spec.field)
-        return int(round(value * 1e9)) if spec.duration else value
+            return self.nsqd.nsqlookupd_tcp_addresses
+        return option_value(self.nsqd.options, name)
 
     async def config_get(self, request):
         return json_response(self._config_value(request.match_info["opt"]))
