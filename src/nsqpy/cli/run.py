@@ -6,17 +6,10 @@ import signal
 
 from .. import __version__, version_line
 from ..errors import StartupError
+from ..eventloop import new_event_loop
 from ..logs import setup_logging
 from ..supervision import follow_parent
 from .flags import parse_options
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 def tune_gc() -> None:

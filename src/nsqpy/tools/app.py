@@ -13,6 +13,7 @@ import signal
 import sys
 
 from .. import __version__, version_line
+from ..eventloop import new_event_loop
 from ..logs import setup_logging
 from ..protocol import NSQ_VERSION
 
@@ -24,14 +25,6 @@ class ToolError(Exception):
 def user_agent(program: str) -> str:
     """What the tool tells nsqd (go-nsq's tools say ``<tool>/<version> go-nsq/<version>``)."""
     return f"{program}/{NSQ_VERSION} nsqpy/{__version__}"
-
-
-def _new_event_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 def setup_tool_logging(program: str, level: str = "info", prefix: str | None = None) -> logging.Logger:
@@ -52,7 +45,7 @@ def run_tool(program: str, parsed, run) -> int:
         return 0
     log = setup_tool_logging(program, getattr(options, "log_level", "info"),
                              getattr(options, "log_prefix", None))
-    loop = _new_event_loop()
+    loop = new_event_loop()
     asyncio.set_event_loop(loop)
 
     async def main() -> int:
