@@ -99,3 +99,18 @@ async def close_listeners(tcp_server, http_api) -> None:
         tcp_server.close()
     if http_api is not None:
         await http_api.stop()
+
+
+def client_tls_context(ca_file: str = "", cert: str = "", key: str = "", skip_verify: bool = False):
+    """An ``ssl.SSLContext`` for dialling a daemon: verify it against
+    ``ca_file`` (or the system CAs) and the host dialled unless
+    ``skip_verify``; present ``cert``/``key`` when given."""
+    import ssl  # only programs that speak TLS pay for it
+
+    context = ssl.create_default_context(cafile=ca_file or None)
+    if cert:
+        context.load_cert_chain(cert, key)
+    if skip_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context

@@ -10,6 +10,7 @@ import socket
 import ssl
 
 from .. import __version__
+from ..net import client_tls_context
 
 
 class ConfigError(ValueError):
@@ -112,10 +113,5 @@ class Config:
 def tls_context(config: Config) -> ssl.SSLContext:
     """Verify nsqd against ``tls_root_ca_file`` (or the system CAs) and the
     host dialled, unless ``tls_insecure_skip_verify``; present ``tls_cert``."""
-    context = ssl.create_default_context(cafile=config.tls_root_ca_file or None)
-    if config.tls_cert:
-        context.load_cert_chain(config.tls_cert, config.tls_key)
-    if config.tls_insecure_skip_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
+    return client_tls_context(config.tls_root_ca_file, config.tls_cert, config.tls_key,
+                              config.tls_insecure_skip_verify)

@@ -12,6 +12,8 @@ import ssl
 
 import aiohttp
 
+from ..net import client_tls_context
+
 ACCEPT_V1 = {"Accept": "application/vnd.nsq; version=1.0"}
 
 
@@ -33,13 +35,8 @@ def client_ssl_context(options) -> ssl.SSLContext | None:
     if not (options.http_client_tls_root_ca_file or options.http_client_tls_cert
             or options.http_client_tls_insecure_skip_verify):
         return None
-    context = ssl.create_default_context(cafile=options.http_client_tls_root_ca_file or None)
-    if options.http_client_tls_cert:
-        context.load_cert_chain(options.http_client_tls_cert, options.http_client_tls_key)
-    if options.http_client_tls_insecure_skip_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
+    return client_tls_context(options.http_client_tls_root_ca_file, options.http_client_tls_cert,
+                              options.http_client_tls_key, options.http_client_tls_insecure_skip_verify)
 
 
 class Upstream:
