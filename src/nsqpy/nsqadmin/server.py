@@ -9,6 +9,7 @@ from importlib import resources
 
 from ..errors import StartupError
 from ..httpapi import new_app, serve
+from ..metrics import daemon_registry, metrics_endpoint
 from ..net import ListenError, bound_address, bound_port, listen
 from .api import AdminApi, upstream_failures
 from .cluster import ClusterInfo
@@ -55,6 +56,7 @@ class NSQAdmin:
         app.add_routes(AdminApi(self).routes(base))
         app.add_routes(Pages(self).routes())
         app.router.add_static(f"{base}/static", self.static_dir)
+        app.router.add_get(f"{base}/metrics", metrics_endpoint(daemon_registry("nsqadmin")), allow_head=False)
         if self.options.proxy_graphite:
             app.router.add_get(f"{base}/render", self.graphite.proxy_render, allow_head=False)
         return app

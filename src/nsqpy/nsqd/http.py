@@ -9,12 +9,14 @@ from .. import version_line
 from ..httpapi import (LOG_LEVELS, MAX_CONFIG_BODY, HttpError, bool_param, empty_response, json_response,
                        new_app, option_value, read_body, serve, text_response, topic_and_channel_params, topic_param)
 from ..logs import LEVELS
+from ..metrics import daemon_registry, metrics_endpoint
 from ..net import split_host_port
 from ..protocol import NSQ_VERSION
 from ..protocol.commands import parse_mpub_body
 from ..protocol.errors import ProtocolError
 from ..protocol.names import is_valid_topic_name
 from . import stats as stats_module
+from .metrics import NsqdCollector
 from .topic import TopicExiting
 
 class HttpApi:
@@ -34,6 +36,7 @@ class HttpApi:
             post("/pub", self.pub),
             post("/mpub", self.mpub),
             get("/stats", self.stats, allow_head=False),
+            get("/metrics", self._metrics_endpoint(), allow_head=False),
             post("/topic/create", self.topic_create),
             post("/topic/delete", self.topic_delete),
             post("/topic/empty", self.topic_empty),
@@ -48,6 +51,10 @@ class HttpApi:
             put("/config/{opt}", self.config_put),
         ])
         self._runner = await serve(app, sites)
+
+    def _metrics_endpoint(self):
+        collector = NsqdCollector(self.nsqd)
+        return metrics_endpoint(daemon_registry("nsqd", collector), collector.topic_families)
 
     @web.middleware
     async def _require_tls(self, request, handler):

@@ -4,7 +4,9 @@
 from aiohttp import web
 
 from ..httpapi import (HttpError, empty_response, json_response, new_app, serve, topic_and_channel_params, topic_param)
+from ..metrics import daemon_registry, metrics_endpoint
 from ..protocol import NSQ_VERSION
+from .metrics import LookupdCollector
 
 
 class LookupHttpApi:
@@ -24,6 +26,8 @@ class LookupHttpApi:
             get("/topics", self.topics, allow_head=False),
             get("/channels", self.channels, allow_head=False),
             get("/nodes", self.nodes, allow_head=False),
+            get("/metrics", metrics_endpoint(daemon_registry("nsqlookupd", LookupdCollector(self.lookupd))),
+                allow_head=False),
             post("/topic/create", self.topic_create),
             post("/topic/delete", self.topic_delete),
             post("/channel/create", self.channel_create),

@@ -1,0 +1,97 @@
+"""nsqd's Prometheus figures, read from the same state as ``/stats`` at
+scrape time (see ``nsqpy.metrics``).
+
+Names follow Prometheus' conventions: ``nsqd_`` prefix, counters end in
+``_total``, times in seconds; topics and channels are labels, so one query
+sums a topic across every nsqd.
+"""
+
+import time
+
+from prometheus_client.core import GaugeMetricFamily
+
+from ..metrics import TextFamily, label_text
+from .latency import summarize
+
+# (figure, help, how to read it from a topic or a channel)
+_TOPIC_GAUGES = [
+    ("depth", "Messages queued in the topic (memory and disk), waiting for a channel.", lambda t: len(t.queue)),
+    ("memory_depth", "Messages queued in the topic's memory.", lambda t: len(t.queue.memory)),
+    ("backend_depth", "Messages queued in the topic's disk queue.", lambda t: t.queue.backend_depth),
+    ("channels", "Channels of the topic.", lambda t: len(t.channels)),
+    ("paused", "1 when the topic is paused.", lambda t: int(t.paused)),
+]
+_TOPIC_COUNTERS = [
+    ("messages", "Messages published to the topic.", lambda t: t.message_count),
+    ("message_bytes", "Bytes of message bodies published to the topic.", lambda t: t.message_bytes),
+]
+_CHANNEL_GAUGES = [
+    ("depth", "Messages queued in the channel (memory and disk), not yet delivered.", lambda c: len(c.queue)),
+    ("memory_depth", "Messages queued in the channel's memory.", lambda c: len(c.queue.memory)),
+    ("backend_depth", "Messages queued in the channel's disk queue.", lambda c: c.queue.backend_depth),
+    ("in_flight", "Messages delivered and not yet finished, requeued or timed out.", lambda c: len(c.in_flight)),
+    ("deferred", "Messages deferred (DPUB or REQ with a delay), waiting to be due.", lambda c: len(c.deferred)),
+    ("clients", "Consumers subscribed to the channel.", lambda c: len(c.clients)),
+    ("paused", "1 when the channel is paused.", lambda c: int(c.paused)),
+]
+_CHANNEL_COUNTERS = [
+    ("messages", "Messages put into the channel.", lambda c: c.message_count),
+    ("requeued", "Messages requeued by consumers (REQ).", lambda c: c.requeue_count),
+    ("timed_out", "Messages whose in-flight timeout expired.", lambda c: c.timeout_count),
+]
+
+
+def _families(scope: str, gauges, counters) -> list[tuple[TextFamily, object]]:
+    """One metric family per figure, each paired with how to read it."""
+    return ([(TextFamily(f"nsqd_{scope}_{name}", "gauge", help_text), read) for name, help_text, read in gauges]
+            + [(TextFamily(f"nsqd_{scope}_{name}_total", "counter", help_text), read)
+               for name, help_text, read in counters])
+
+
+class NsqdCollector:
+    """nsqd's figures for one scrape: ``collect`` (prometheus_client's
+    collector protocol) gives the daemon-wide ones, ``topic_families`` the
+    per-topic and per-channel ones (see ``nsqpy.metrics.TextFamily``)."""
+
+    def __init__(self, nsqd):
+        self.nsqd = nsqd
+
+    def collect(self):
+        nsqd = self.nsqd
+        yield GaugeMetricFamily("nsqd_healthy", "1 while nsqd is healthy (its disk writes succeed).",
+                                value=int(nsqd.health_error is None))
+        yield GaugeMetricFamily("nsqd_start_time_seconds", "When nsqd started, in unix seconds.",
+                                value=nsqd.start_time)
+        yield GaugeMetricFamily("nsqd_uptime_seconds", "Seconds since nsqd started.",
+                                value=time.time() - nsqd.start_time)
+        yield GaugeMetricFamily("nsqd_topics", "Topics on this nsqd.", value=len(nsqd.topics))
+        yield GaugeMetricFamily("nsqd_client_connections", "Open TCP client connections (producers and consumers).",
+                                value=len(nsqd.clients))
+
+    def topic_families(self) -> list[TextFamily]:
+        nsqd = self.nsqd
+        topic_families = _families("topic", _TOPIC_GAUGES, _TOPIC_COUNTERS)
+        channel_families = _families("channel", _CHANNEL_GAUGES, _CHANNEL_COUNTERS)
+        quantiles = nsqd.options.e2e_processing_latency_percentiles
+        latency = TextFamily("nsqd_channel_e2e_processing_latency_seconds", "gauge",
+                             "Publish-to-finish latency quantiles over --e2e-processing-latency-window-time.")
+        for topic in list(nsqd.topics.values()):
+            labels = label_text(topic=topic.name)
+            for family, read in topic_families:
+                family.add(labels, read(topic))
+            for channel in list(topic.channels.values()):
+                labels = label_text(topic=topic.name, channel=channel.name)
+                for family, read in channel_families:
+                    family.add(labels, read(channel))
+                if channel.latency is not None:
+                    self._add_latency(latency, topic.name, channel.name, summarize([channel.latency], quantiles))
+        families = [family for family, _ in topic_families + channel_families]
+        return families + [latency] if quantiles else families
+
+    @staticmethod
+    def _add_latency(family: TextFamily, topic: str, channel: str, summary: dict) -> None:
+        """No samples in the window: no quantiles (a 0 would read as instant)."""
+        if not summary["count"]:
+            return
+        for point in summary["percentiles"] or []:
+            family.add(label_text(topic=topic, channel=channel, quantile=str(point["quantile"])), point["value"] / 1e9)
