@@ -70,6 +70,12 @@ class Channel:
     def deferred_count(self) -> int:
         return len(self.deferred)
 
+    def peek_deferred(self, limit: int) -> list[tuple[float, Message]]:
+        """The ``limit`` deferred messages due soonest, with their due times
+        in unix seconds, left exactly where they are."""
+        to_wall_clock = time.time() - self.clock()
+        return [(due + to_wall_clock, message) for due, _, message in heapq.nsmallest(limit, self.deferred)]
+
     # --- putting messages in ---------------------------------------------------
 
     def put(self, message: Message) -> None:

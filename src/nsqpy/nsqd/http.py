@@ -16,6 +16,7 @@ from ..protocol.commands import parse_mpub_body
 from ..protocol.errors import ProtocolError
 from ..protocol.names import is_valid_topic_name
 from . import stats as stats_module
+from .deferred_view import DEFAULT_LIMIT, MAX_LIMIT, deferred_listing
 from .metrics import NsqdCollector
 from .topic import TopicExiting
 
@@ -47,6 +48,7 @@ class HttpApi:
             post("/channel/empty", self.channel_empty),
             post("/channel/pause", self.channel_pause),
             post("/channel/unpause", self.channel_unpause),
+            get("/channel/deferred", self.channel_deferred, allow_head=False),
             get("/config/{opt}", self.config_get, allow_head=False),
             put("/config/{opt}", self.config_put),
         ])
@@ -246,6 +248,18 @@ class HttpApi:
         channel.unpause()
         self.nsqd.persist_metadata_soon()
         return empty_response()
+
+    async def channel_deferred(self, request):
+        _, channel = self._existing_channel(request)
+        limit = DEFAULT_LIMIT
+        if "limit" in request.query:
+            try:
+                limit = int(request.query["limit"])
+            except ValueError:
+                raise HttpError(400, "INVALID_LIMIT") from None
+            if not 1 <= limit <= MAX_LIMIT:
+                raise HttpError(400, "INVALID_LIMIT")
+        return json_response(deferred_listing(channel, limit, bool_param(request, "body", False)))
 
     # --- runtime configuration -------------------------------------------------------------------
 
