@@ -22,6 +22,7 @@ import time
 
 from ..protocol.errors import E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED, ProtocolError
 from ..protocol.names import is_ephemeral
+from .dead_letter import default_dead_letter_topic, is_valid_dead_letter_topic
 from .inflight import InFlight
 from .message import Message
 from .queue import MessageQueue
@@ -30,7 +31,8 @@ _DUE = struct.Struct(">q")  # unix nanoseconds, before each deferred record
 
 
 class Channel:
-    def __init__(self, topic, name: str, queue: MessageQueue, loop, latency=None, deferred_disk=None):
+    def __init__(self, topic, name: str, queue: MessageQueue, loop, latency=None, deferred_disk=None,
+                 max_attempts: int = 0):
         self.topic = topic
         self.name = name
         self.ephemeral = is_ephemeral(name)
@@ -48,6 +50,14 @@ class Channel:
         self.message_count = 0
         self.requeue_count = 0
         self.timeout_count = 0
+        self.dead_letter_count = 0
+
+        # dead-lettering (dead_letter.py): None settings follow the defaults
+        self.default_max_attempts = max_attempts
+        self.max_attempts_setting: int | None = None
+        self.dead_letter_topic_setting: str | None = None
+        self.max_attempts = 0
+        self._apply_dead_letter_policy()
         self.latency = latency  # a LatencyWindow when e2e percentiles are configured
         self.deferred_disk = deferred_disk
         if deferred_disk is not None:
@@ -75,6 +85,29 @@ class Channel:
         in unix seconds, left exactly where they are."""
         to_wall_clock = time.time() - self.clock()
         return [(due + to_wall_clock, message) for due, _, message in heapq.nsmallest(limit, self.deferred)]
+
+    # --- dead-letter policy ------------------------------------------------------
+
+    @property
+    def dead_letter_topic(self) -> str:
+        return self.dead_letter_topic_setting or default_dead_letter_topic(self.topic.name)
+
+    def configure_dead_letter(self, max_attempts: int | None, dead_letter_topic: str | None) -> None:
+        """Set either or both (None keeps the current setting); names are
+        checked by the caller (``dead_letter.is_valid_dead_letter_topic``)."""
+        if max_attempts is not None:
+            self.max_attempts_setting = max_attempts
+        if dead_letter_topic is not None:
+            self.dead_letter_topic_setting = dead_letter_topic
+        self._apply_dead_letter_policy()
+        self.schedule_dispatch()
+
+    def _apply_dead_letter_policy(self) -> None:
+        """The one number ``_dispatch`` checks. A default name NSQ cannot
+        hold (a long or ephemeral topic's ``<topic>.dead``) turns it off."""
+        wanted = self.default_max_attempts if self.max_attempts_setting is None else self.max_attempts_setting
+        usable = is_valid_dead_letter_topic(self.dead_letter_topic, self.topic.name)
+        self.max_attempts = wanted if usable else 0
 
     # --- putting messages in ---------------------------------------------------
 
@@ -134,6 +167,7 @@ class Channel:
             clients = clients[self._rotation:] + clients[: self._rotation]
         ready = [c for c in clients if c.window() > 0]
         in_flight, now = self.in_flight, self.clock()
+        max_attempts = self.max_attempts
         while ready and pending:
             share = max(1, pending // len(ready))
             still_ready = []
@@ -151,6 +185,8 @@ class Channel:
                     if message.id in in_flight or not client.samples(message):
                         queue.ack(message)
                         continue
+                    if max_attempts and message.attempts >= max_attempts and self._dead_letter(message):
+                        continue
                     in_flight.start(message, client, now, client.msg_timeout)
                     client.deliver(message)
                     sent += 1
@@ -159,6 +195,16 @@ class Channel:
                 if not pending:
                     break
             ready = still_ready
+
+    def _dead_letter(self, message: Message) -> bool:
+        """Published to the dead-letter topic first, released here second: with
+        a synced disk queue a crash in between leaves a copy in both, never in
+        neither. False (the message is delivered as usual) if nsqd refused."""
+        if not self.topic.nsqd.publish_dead_letter(self, message):
+            return False
+        self.queue.ack(message)
+        self.dead_letter_count += 1
+        return True
 
     # --- a consumer's answers (FIN, REQ, TOUCH) --------------------------------
 

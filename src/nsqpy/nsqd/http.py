@@ -16,6 +16,7 @@ from ..protocol.commands import parse_mpub_body
 from ..protocol.errors import ProtocolError
 from ..protocol.names import is_valid_topic_name
 from . import stats as stats_module
+from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
 from .deferred_view import DEFAULT_LIMIT, MAX_LIMIT, deferred_listing
 from .metrics import NsqdCollector
 from .topic import TopicExiting
@@ -49,6 +50,8 @@ class HttpApi:
             post("/channel/pause", self.channel_pause),
             post("/channel/unpause", self.channel_unpause),
             get("/channel/deferred", self.channel_deferred, allow_head=False),
+            get("/channel/config", self.channel_config_get, allow_head=False),
+            post("/channel/config", self.channel_config_post),
             get("/config/{opt}", self.config_get, allow_head=False),
             put("/config/{opt}", self.config_put),
         ])
@@ -260,6 +263,32 @@ class HttpApi:
             if not 1 <= limit <= MAX_LIMIT:
                 raise HttpError(400, "INVALID_LIMIT")
         return json_response(deferred_listing(channel, limit, bool_param(request, "body", False)))
+
+    async def channel_config_get(self, request):
+        _, channel = self._existing_channel(request)
+        return json_response(stats_module.dead_letter_config(channel))
+
+    async def channel_config_post(self, request):
+        """Beyond NSQ: ``max_attempts`` and ``dead_letter_topic`` (either or
+        both) for one channel; persisted in nsqd.dat."""
+        topic, channel = self._existing_channel(request)
+        if channel.ephemeral:
+            raise HttpError(400, "EPHEMERAL_CHANNEL")  # gone with its last consumer: nothing to keep
+        max_attempts = dead_letter_topic = None
+        if "max_attempts" in request.query:
+            try:
+                max_attempts = parse_max_attempts(request.query["max_attempts"])
+            except ValueError:
+                raise HttpError(400, "INVALID_MAX_ATTEMPTS") from None
+        if "dead_letter_topic" in request.query:
+            dead_letter_topic = request.query["dead_letter_topic"]
+            if not is_valid_dead_letter_topic(dead_letter_topic, topic.name):
+                raise HttpError(400, "INVALID_DEAD_LETTER_TOPIC")
+        elif not is_valid_dead_letter_topic(channel.dead_letter_topic, topic.name) and max_attempts:
+            raise HttpError(400, "INVALID_DEAD_LETTER_TOPIC")  # <topic>.dead is too long: name one
+        channel.configure_dead_letter(max_attempts, dead_letter_topic)
+        self.nsqd.persist_metadata_soon()
+        return json_response(stats_module.dead_letter_config(channel))
 
     # --- runtime configuration -------------------------------------------------------------------
 

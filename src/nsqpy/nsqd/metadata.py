@@ -1,6 +1,10 @@
 """``nsqd.dat``: the topics and channels (and their paused flags) that exist,
 in NSQ's JSON layout, so a data directory survives a restart and moves
 between NSQ's nsqd and ours. Ephemeral topics and channels are never written.
+
+A channel's dead-letter settings (dead_letter.py) are extra keys of its
+entry, written only when set: Go's nsqd ignores keys it does not know, so
+it still loads the file (and drops them when it rewrites it).
 """
 
 import json
@@ -9,6 +13,7 @@ import os
 from ..atomicfile import write_atomically
 from ..protocol import NSQ_VERSION
 from ..protocol.names import is_ephemeral, is_valid_channel_name, is_valid_topic_name
+from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
 
 FILE_NAME = "nsqd.dat"
 
@@ -23,21 +28,47 @@ def encode(topics) -> bytes:
     for topic in topics:
         if topic.ephemeral:
             continue
-        channels = [
-            {"name": channel.name, "paused": channel.paused}
-            for channel in topic.channels.values()
-            if not channel.ephemeral
-        ]
+        channels = [_channel_entry(channel) for channel in topic.channels.values() if not channel.ephemeral]
         entries.append({"name": topic.name, "paused": topic.paused, "channels": channels or None})
     return json.dumps({"topics": entries or None, "version": NSQ_VERSION}, separators=(",", ":")).encode()
+
+
+def _channel_entry(channel) -> dict:
+    entry = {"name": channel.name, "paused": channel.paused}
+    if channel.max_attempts_setting is not None:
+        entry["max_attempts"] = channel.max_attempts_setting
+    if channel.dead_letter_topic_setting is not None:
+        entry["dead_letter_topic"] = channel.dead_letter_topic_setting
+    return entry
+
+
+def _dead_letter_settings(entry: dict, topic_name: str, log, path: str) -> dict:
+    """The channel's dead-letter keys, as ``Channel.configure_dead_letter``
+    arguments; a bad value is skipped with a warning, like a bad name."""
+    settings = {"max_attempts": None, "dead_letter_topic": None}
+    if "max_attempts" in entry:
+        try:
+            settings["max_attempts"] = parse_max_attempts(str(entry["max_attempts"]))
+        except ValueError:
+            log.warning("skipping invalid max_attempts %r of %s:%s in %s", entry["max_attempts"], topic_name,
+                        entry.get("name"), path)
+    name = entry.get("dead_letter_topic")
+    if name is not None:
+        if isinstance(name, str) and is_valid_dead_letter_topic(name, topic_name):
+            settings["dead_letter_topic"] = name
+        else:
+            log.warning("skipping invalid dead_letter_topic %r of %s:%s in %s", name, topic_name,
+                        entry.get("name"), path)
+    return settings
 
 
 def write(data_path: str, topics) -> None:
     write_atomically(metadata_path(data_path), encode(topics))
 
 
-def read(data_path: str, log) -> list[tuple[str, bool, list[tuple[str, bool]]]]:
-    """[(topic, paused, [(channel, paused)])]; invalid names are skipped with a warning."""
+def read(data_path: str, log) -> list[tuple[str, bool, list[tuple[str, bool, dict]]]]:
+    """[(topic, paused, [(channel, paused, dead-letter settings)])]; invalid
+    names are skipped with a warning."""
     path = metadata_path(data_path)
     try:
         with open(path, "rb") as f:
@@ -58,6 +89,7 @@ def read(data_path: str, log) -> list[tuple[str, bool, list[tuple[str, bool]]]]:
             if not is_valid_channel_name(channel_name) or is_ephemeral(channel_name):
                 log.warning("skipping creation of invalid channel %r from %s", channel_name, path)
                 continue
-            channels.append((channel_name, bool(channel.get("paused"))))
+            channels.append((channel_name, bool(channel.get("paused")),
+                             _dead_letter_settings(channel, name, log, path)))
         result.append((name, bool(topic.get("paused")), channels))
     return result

@@ -33,11 +33,15 @@ _CHANNEL_GAUGES = [
     ("deferred", "Messages deferred (DPUB or REQ with a delay), waiting to be due.", lambda c: len(c.deferred)),
     ("clients", "Consumers subscribed to the channel.", lambda c: len(c.clients)),
     ("paused", "1 when the channel is paused.", lambda c: int(c.paused)),
+    ("max_attempts", "Deliveries before a message goes to the dead-letter topic (0: never).",
+     lambda c: c.max_attempts),
 ]
 _CHANNEL_COUNTERS = [
     ("messages", "Messages put into the channel.", lambda c: c.message_count),
     ("requeued", "Messages requeued by consumers (REQ).", lambda c: c.requeue_count),
     ("timed_out", "Messages whose in-flight timeout expired.", lambda c: c.timeout_count),
+    ("dead_lettered", "Messages sent to the dead-letter topic after max_attempts deliveries.",
+     lambda c: c.dead_letter_count),
 ]
 
 

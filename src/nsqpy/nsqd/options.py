@@ -84,6 +84,10 @@ class NsqdOptions:
     statsd_exclude_ephemeral: bool = option(False, "skip ephemeral topics and channels when sending "
                                             "stats to statsd")
 
+    max_attempts: int = option(0, "beyond NSQ: default for every channel; a message delivered this many "
+                               "times goes to its dead-letter topic (<topic>.dead) instead of being delivered "
+                               "again (0 = never)")
+
     e2e_processing_latency_percentiles: list[float] = option(
         [], "message processing time percentiles (as float (0, 1.0]) to track "
         "(can be specified multiple times or comma separated '1.0,0.99,0.95', default none)",
@@ -128,6 +132,8 @@ class NsqdOptions:
                 split_host_port(self.statsd_address)
             except ValueError:
                 raise ValueError(f"--statsd-address {self.statsd_address!r} must be host:port") from None
+        if not 0 <= self.max_attempts <= 65535:
+            raise ValueError(f"--max-attempts {self.max_attempts} must be in [0, 65535]")
         for p in self.e2e_processing_latency_percentiles:
             if not 0 < p <= 1:
                 raise ValueError(f"--e2e-processing-latency-percentile {p} must be in (0, 1.0]")

@@ -215,8 +215,9 @@ class NSQD:
         try:
             for topic_name, paused, channels in entries:
                 topic = self.get_topic(topic_name)
-                for channel_name, channel_paused in channels:
+                for channel_name, channel_paused, dead_letter_settings in channels:
                     channel = topic.get_channel(channel_name)
+                    channel.configure_dead_letter(**dead_letter_settings)
                     if channel_paused:
                         channel.pause()
                 if paused:
@@ -360,6 +361,22 @@ class NSQD:
             raise
         if self.health_error is not None:
             self.health_error = None
+
+    def publish_dead_letter(self, channel, message) -> bool:
+        """A channel gives up on ``message`` (dead_letter.py): its body goes
+        to the channel's dead-letter topic as a new message. False if that
+        topic cannot take it now (exiting, disk refused): logged, and the
+        channel delivers the message as usual."""
+        name = channel.dead_letter_topic
+        try:
+            self.publish(name, [message.body])
+        except (TopicExiting, OSError) as error:
+            self.log.warning("TOPIC(%s): CHANNEL(%s): cannot dead-letter %s to %s: %s", channel.topic.name,
+                             channel.name, message.id.decode("ascii", "replace"), name, error or "exiting")
+            return False
+        self.log.debug("TOPIC(%s): CHANNEL(%s): %s dead-lettered to %s after %d attempts", channel.topic.name,
+                       channel.name, message.id.decode("ascii", "replace"), name, message.attempts)
+        return True
 
     def add_client(self, transport) -> ClientV2:
         self._next_client_id += 1

@@ -56,6 +56,12 @@ def _at_risk(queue, held_elsewhere: int) -> dict:
             "unsynced_count": queue.unsynced_count}
 
 
+def dead_letter_config(channel) -> dict:
+    """Beyond NSQ (dead_letter.py): the policy in force, as ``/stats`` and
+    ``GET /channel/config`` show it."""
+    return {"max_attempts": channel.max_attempts, "dead_letter_topic": channel.dead_letter_topic}
+
+
 def channel_stats(channel, include_clients: bool, quantiles: list[float]) -> dict:
     return {
         "channel_name": channel.name,
@@ -70,6 +76,8 @@ def channel_stats(channel, include_clients: bool, quantiles: list[float]) -> dic
         "clients": [client_stats(c) for c in channel.clients] if include_clients else None,
         "paused": channel.paused,
         "e2e_processing_latency": summarize([channel.latency] if channel.latency else [], quantiles),
+        **dead_letter_config(channel),
+        "dead_letter_count": channel.dead_letter_count,
         **_at_risk(channel.queue, channel.in_flight_count + channel.deferred_count),
     }
 

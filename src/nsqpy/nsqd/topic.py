@@ -109,7 +109,8 @@ class Topic:
             ephemeral = self.ephemeral or is_ephemeral(name)
             queue = self.nsqd.new_queue(f"{self.name}:{name}", ephemeral)
             channel = Channel(self, name, queue, self.loop, self.nsqd.new_latency_window(),
-                              self.nsqd.new_deferred_disk(f"{self.name}:{name}", ephemeral))
+                              self.nsqd.new_deferred_disk(f"{self.name}:{name}", ephemeral),
+                              max_attempts=self.nsqd.options.max_attempts)
             self.channels[name] = channel
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()

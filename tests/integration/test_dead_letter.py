@@ -1,0 +1,126 @@
+"""Dead-letter topics on a real nsqd, consumed by gnsq, a client that knows
+nothing of them: a message requeued past max_attempts reaches the dead-letter
+topic with its body; the policy is set by flag or HTTP, shown in /stats and
+/metrics, and survives a restart in nsqd.dat."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.wire import http, http_json, wait_until
+
+PEER = Path(__file__).parent / "peers" / "gnsq_dead_letter_peer.py"
+
+
+@pytest.fixture
+def topic(topic):
+    """Short enough for ``<topic>.dead`` to be a valid name (64 characters at most)."""
+    return topic[:48]
+
+
+def run_failing_consumer(nsqd, topic: str, dead_topic: str, expected_dead: int) -> dict:
+    result = subprocess.run([sys.executable, str(PEER), nsqd.tcp_address, topic, "ch", dead_topic,
+                             str(expected_dead)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def channel_stats(nsqd, topic: str) -> dict:
+    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")
+    return stats["topics"][0]["channels"][0]
+
+
+def test_flag_default_sends_a_message_to_topic_dead_after_max_attempts(start_nsqd, topic):
+    nsqd = start_nsqd("--max-attempts=3")
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel=ch")[0] == 200
+    for body in (b"poison-1", b"poison-2"):
+        assert http("POST", f"{nsqd.http_url}/pub?topic={topic}", body)[0] == 200
+
+    report = run_failing_consumer(nsqd, topic, f"{topic}.dead", 2)
+    assert report["attempts"] == {"poison-1": [1, 2, 3], "poison-2": [1, 2, 3]}
+    assert sorted(report["dead"]) == ["poison-1", "poison-2"]
+    channel = channel_stats(nsqd, topic)
+    assert (channel["dead_letter_count"], channel["max_attempts"], channel["dead_letter_topic"]) == (
+        2, 3, f"{topic}.dead")
+    assert (channel["depth"], channel["in_flight_count"], channel["requeue_count"]) == (0, 0, 6)
+    _, metrics, body = http("GET", f"{nsqd.http_url}/metrics")
+    assert f'nsqd_channel_dead_lettered_total{{topic="{topic}",channel="ch"}} 2\n'.encode() in body
+
+
+def test_http_config_names_the_topic_and_survives_a_restart(start_nsqd, tmp_path, topic):
+    data_path = tmp_path / "kept"
+    nsqd = start_nsqd(data_path=data_path)
+    url = nsqd.http_url
+    assert http("POST", f"{url}/topic/create?topic={topic}")[0] == 200
+    assert http("POST", f"{url}/channel/create?topic={topic}&channel=ch")[0] == 200
+    assert http_json("GET", f"{url}/channel/config?topic={topic}&channel=ch") == (
+        200, {"max_attempts": 0, "dead_letter_topic": f"{topic}.dead"})
+    assert http_json("POST", f"{url}/channel/config?topic={topic}&channel=ch&max_attempts=2"
+                             f"&dead_letter_topic=graveyard") == (
+        200, {"max_attempts": 2, "dead_letter_topic": "graveyard"})
+    wait_until(lambda: b'"max_attempts":2' in (data_path / "nsqd.dat").read_bytes())
+    saved = json.loads((data_path / "nsqd.dat").read_bytes())
+    [entry] = [t for t in saved["topics"] if t["name"] == topic]
+    assert entry["channels"] == [{"name": "ch", "paused": False, "max_attempts": 2,
+                                  "dead_letter_topic": "graveyard"}]
+    nsqd.stop()
+
+    nsqd = start_nsqd(data_path=data_path)
+    assert http_json("GET", f"{nsqd.http_url}/channel/config?topic={topic}&channel=ch") == (
+        200, {"max_attempts": 2, "dead_letter_topic": "graveyard"})
+    assert http("POST", f"{nsqd.http_url}/pub?topic={topic}", b"bad news")[0] == 200
+    report = run_failing_consumer(nsqd, topic, "graveyard", 1)
+    assert report["attempts"] == {"bad news": [1, 2]}
+    assert report["dead"] == ["bad news"]
+
+
+def test_max_attempts_zero_requeues_forever_as_nsq_does(nsqd, topic):
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel=ch")[0] == 200
+    assert http("POST", f"{nsqd.http_url}/pub?topic={topic}", b"again")[0] == 200
+    assert http("POST", f"{nsqd.http_url}/pub?topic={topic}.dead", b"marker")[0] == 200
+    report = run_failing_consumer(nsqd, topic, f"{topic}.dead", 1)  # reads the marker, then stops
+    assert report["dead"] == ["marker"]
+    assert len(report["attempts"]["again"]) >= 1
+    assert channel_stats(nsqd, topic)["dead_letter_count"] == 0
+
+
+@pytest.mark.parametrize("query,message", [
+    ("max_attempts=-1", "INVALID_MAX_ATTEMPTS"),
+    ("max_attempts=65536", "INVALID_MAX_ATTEMPTS"),
+    ("max_attempts=three", "INVALID_MAX_ATTEMPTS"),
+    ("dead_letter_topic=bad/name", "INVALID_DEAD_LETTER_TOPIC"),
+    ("dead_letter_topic=x%23ephemeral", "INVALID_DEAD_LETTER_TOPIC"),
+    ("dead_letter_topic={topic}", "INVALID_DEAD_LETTER_TOPIC"),
+])
+def test_bad_values_are_refused_with_nsq_style_codes(shared_nsqd, topic, query, message):
+    url = shared_nsqd.http_url
+    assert http("POST", f"{url}/topic/create?topic={topic}")[0] == 200
+    assert http("POST", f"{url}/channel/create?topic={topic}&channel=ch")[0] == 200
+    assert http_json("POST", f"{url}/channel/config?topic={topic}&channel=ch&{query.format(topic=topic)}") == (
+        400, {"message": message})
+    assert http_json("GET", f"{url}/channel/config?topic={topic}&channel=ch")[1]["max_attempts"] == 0
+
+
+def test_a_bad_flag_is_one_line(start_nsqd):
+    with pytest.raises(Exception) as failure:
+        start_nsqd("--max-attempts=70000")
+    assert "--max-attempts 70000 must be in [0, 65535]" in str(failure.value)
+
+
+def test_a_topic_too_long_for_its_default_dead_letter_name_needs_one_named(start_nsqd, request):
+    nsqd = start_nsqd("--max-attempts=3")
+    long_topic = ("long_" + request.node.name)[:64].ljust(64, "x")
+    url = nsqd.http_url
+    assert http("POST", f"{url}/topic/create?topic={long_topic}")[0] == 200
+    assert http("POST", f"{url}/channel/create?topic={long_topic}&channel=ch")[0] == 200
+    assert http_json("GET", f"{url}/channel/config?topic={long_topic}&channel=ch")[1]["max_attempts"] == 0
+    assert http_json("POST", f"{url}/channel/config?topic={long_topic}&channel=ch&max_attempts=5") == (
+        400, {"message": "INVALID_DEAD_LETTER_TOPIC"})
+    assert http_json("POST", f"{url}/channel/config?topic={long_topic}&channel=ch&max_attempts=5"
+                             "&dead_letter_topic=long.dead") == (
+        200, {"max_attempts": 5, "dead_letter_topic": "long.dead"})
