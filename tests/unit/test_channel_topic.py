@@ -89,7 +89,7 @@ class SmallNsqd:
 
     def __init__(self, loop):
         self.loop = loop
-        self.options = types.SimpleNamespace(node_id=1, max_attempts=0)
+        self.options = types.SimpleNamespace(node_id=1, max_attempts=0, message_ttl=0.0, expire_action="drop")
 
     def new_queue(self, name, ephemeral):
         return MessageQueue(1000, None)

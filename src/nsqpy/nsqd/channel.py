@@ -32,7 +32,7 @@ _DUE = struct.Struct(">q")  # unix nanoseconds, before each deferred record
 
 class Channel:
     def __init__(self, topic, name: str, queue: MessageQueue, loop, latency=None, deferred_disk=None,
-                 max_attempts: int = 0):
+                 max_attempts: int = 0, message_ttl: float = 0.0, expire_action: str = "drop"):
         self.topic = topic
         self.name = name
         self.ephemeral = is_ephemeral(name)
@@ -51,6 +51,7 @@ class Channel:
         self.requeue_count = 0
         self.timeout_count = 0
         self.dead_letter_count = 0
+        self.expired_count = 0
 
         # dead-lettering (dead_letter.py): None settings follow the defaults
         self.default_max_attempts = max_attempts
@@ -65,6 +66,13 @@ class Channel:
 
         self._dispatch_scheduled = False
         self._rotation = 0
+
+        # expiry (expiry.py): the topic's TTL unless the channel sets its own
+        self.topic_ttl = message_ttl
+        self.expire_action = expire_action
+        self.ttl_setting: float | None = None
+        self.ttl_ns = 0
+        self._apply_ttl()
 
     # --- counts for stats ---------------------------------------------------
 
@@ -108,6 +116,37 @@ class Channel:
         wanted = self.default_max_attempts if self.max_attempts_setting is None else self.max_attempts_setting
         usable = is_valid_dead_letter_topic(self.dead_letter_topic, self.topic.name)
         self.max_attempts = wanted if usable else 0
+
+    # --- expiry --------------------------------------------------------------------
+
+    @property
+    def message_ttl(self) -> float:
+        return self.topic_ttl if self.ttl_setting is None else self.ttl_setting
+
+    def configure_ttl(self, ttl: float | None) -> None:
+        """The channel's own TTL in seconds (0: none), or None to follow the topic."""
+        self.ttl_setting = ttl
+        self._apply_ttl()
+
+    def follow_topic_expiry(self, message_ttl: float, expire_action: str) -> None:
+        self.topic_ttl, self.expire_action = message_ttl, expire_action
+        self._apply_ttl()
+
+    def _apply_ttl(self) -> None:
+        self.ttl_ns = int(self.message_ttl * 1e9)
+        self.schedule_dispatch()
+
+    def _expire(self, message: Message) -> bool:
+        """Dead-lettered if the topic says so and this channel has a usable
+        dead-letter topic, dropped otherwise. False (delivered as usual) if
+        the dead-letter topic refused it."""
+        dead_letter = (self.expire_action == "dead-letter"
+                       and is_valid_dead_letter_topic(self.dead_letter_topic, self.topic.name))
+        if dead_letter and not self.topic.nsqd.publish_dead_letter(self, message):
+            return False
+        self.queue.ack(message)
+        self.expired_count += 1
+        return True
 
     # --- putting messages in ---------------------------------------------------
 
@@ -168,6 +207,8 @@ class Channel:
         ready = [c for c in clients if c.window() > 0]
         in_flight, now = self.in_flight, self.clock()
         max_attempts = self.max_attempts
+        ttl_ns = self.ttl_ns
+        published_before = time.time_ns() - ttl_ns if ttl_ns else 0  # older than this: expired
         while ready and pending:
             share = max(1, pending // len(ready))
             still_ready = []
@@ -184,6 +225,8 @@ class Channel:
                     # rewriting and releasing a disk record leaves two): done with it
                     if message.id in in_flight or not client.samples(message):
                         queue.ack(message)
+                        continue
+                    if ttl_ns and message.timestamp < published_before and self._expire(message):
                         continue
                     if max_attempts and message.attempts >= max_attempts and self._dead_letter(message):
                         continue

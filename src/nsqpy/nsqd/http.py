@@ -18,6 +18,7 @@ from ..protocol.names import is_valid_topic_name
 from . import stats as stats_module
 from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
 from .deferred_view import DEFAULT_LIMIT, MAX_LIMIT, deferred_listing
+from .expiry import parse_expire_action, parse_ttl_ms
 from .metrics import NsqdCollector
 from .topic import TopicExiting
 
@@ -51,6 +52,8 @@ class HttpApi:
             post("/channel/unpause", self.channel_unpause),
             get("/channel/deferred", self.channel_deferred, allow_head=False),
             get("/channel/config", self.channel_config_get, allow_head=False),
+            get("/topic/config", self.topic_config_get, allow_head=False),
+            post("/topic/config", self.topic_config_post),
             post("/channel/config", self.channel_config_post),
             get("/config/{opt}", self.config_get, allow_head=False),
             put("/config/{opt}", self.config_put),
@@ -266,20 +269,17 @@ class HttpApi:
 
     async def channel_config_get(self, request):
         _, channel = self._existing_channel(request)
-        return json_response(stats_module.dead_letter_config(channel))
+        return json_response(stats_module.channel_config(channel))
 
     async def channel_config_post(self, request):
-        """Beyond NSQ: ``max_attempts`` and ``dead_letter_topic`` (either or
-        both) for one channel; persisted in nsqd.dat."""
+        """Beyond NSQ: ``max_attempts``, ``dead_letter_topic`` and ``ttl_ms``
+        (any of them) for one channel; persisted in nsqd.dat."""
         topic, channel = self._existing_channel(request)
         if channel.ephemeral:
             raise HttpError(400, "EPHEMERAL_CHANNEL")  # gone with its last consumer: nothing to keep
-        max_attempts = dead_letter_topic = None
-        if "max_attempts" in request.query:
-            try:
-                max_attempts = parse_max_attempts(request.query["max_attempts"])
-            except ValueError:
-                raise HttpError(400, "INVALID_MAX_ATTEMPTS") from None
+        max_attempts = _query_setting(request, "max_attempts", parse_max_attempts, "INVALID_MAX_ATTEMPTS")
+        ttl_ms = _query_setting(request, "ttl_ms", parse_ttl_ms, "INVALID_TTL")
+        dead_letter_topic = None
         if "dead_letter_topic" in request.query:
             dead_letter_topic = request.query["dead_letter_topic"]
             if not is_valid_dead_letter_topic(dead_letter_topic, topic.name):
@@ -287,8 +287,25 @@ class HttpApi:
         elif not is_valid_dead_letter_topic(channel.dead_letter_topic, topic.name) and max_attempts:
             raise HttpError(400, "INVALID_DEAD_LETTER_TOPIC")  # <topic>.dead is too long: name one
         channel.configure_dead_letter(max_attempts, dead_letter_topic)
+        if ttl_ms is not None:
+            channel.configure_ttl(ttl_ms / 1000)
         self.nsqd.persist_metadata_soon()
-        return json_response(stats_module.dead_letter_config(channel))
+        return json_response(stats_module.channel_config(channel))
+
+    async def topic_config_get(self, request):
+        return json_response(stats_module.topic_config(self._existing_topic(request)))
+
+    async def topic_config_post(self, request):
+        """Beyond NSQ: ``ttl_ms`` and ``expire_action`` (either or both) for
+        one topic and its channels; persisted in nsqd.dat."""
+        topic = self._existing_topic(request)
+        if topic.ephemeral:
+            raise HttpError(400, "EPHEMERAL_TOPIC")
+        ttl_ms = _query_setting(request, "ttl_ms", parse_ttl_ms, "INVALID_TTL")
+        expire_action = _query_setting(request, "expire_action", parse_expire_action, "INVALID_EXPIRE_ACTION")
+        topic.configure_expiry(None if ttl_ms is None else ttl_ms / 1000, expire_action)
+        self.nsqd.persist_metadata_soon()
+        return json_response(stats_module.topic_config(topic))
 
     # --- runtime configuration -------------------------------------------------------------------
 
@@ -326,3 +343,13 @@ class HttpApi:
                 raise HttpError(400, "INVALID_VALUE") from None
             nsqd.set_lookupd_addresses(addresses)
         return json_response(self._config_value(name))
+
+
+def _query_setting(request, name: str, parse, invalid: str):
+    """``parse(request.query[name])``, None when absent, 400 ``invalid`` when bad."""
+    if name not in request.query:
+        return None
+    try:
+        return parse(request.query[name])
+    except ValueError:
+        raise HttpError(400, invalid) from None

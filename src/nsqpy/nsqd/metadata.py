@@ -2,8 +2,9 @@
 in NSQ's JSON layout, so a data directory survives a restart and moves
 between NSQ's nsqd and ours. Ephemeral topics and channels are never written.
 
-A channel's dead-letter settings (dead_letter.py) are extra keys of its
-entry, written only when set: Go's nsqd ignores keys it does not know, so
+A channel's dead-letter settings (dead_letter.py) and a topic's or a
+channel's expiry settings (expiry.py) are extra keys of their entries,
+written only when set: Go's nsqd ignores keys it does not know, so
 it still loads the file (and drops them when it rewrites it).
 """
 
@@ -14,6 +15,7 @@ from ..atomicfile import write_atomically
 from ..protocol import NSQ_VERSION
 from ..protocol.names import is_ephemeral, is_valid_channel_name, is_valid_topic_name
 from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
+from .expiry import parse_expire_action, parse_ttl_ms
 
 FILE_NAME = "nsqd.dat"
 
@@ -29,7 +31,12 @@ def encode(topics) -> bytes:
         if topic.ephemeral:
             continue
         channels = [_channel_entry(channel) for channel in topic.channels.values() if not channel.ephemeral]
-        entries.append({"name": topic.name, "paused": topic.paused, "channels": channels or None})
+        entry = {"name": topic.name, "paused": topic.paused, "channels": channels or None}
+        if topic.ttl_setting is not None:
+            entry["ttl_ms"] = round(topic.ttl_setting * 1000)
+        if topic.expire_action_setting is not None:
+            entry["expire_action"] = topic.expire_action_setting
+        entries.append(entry)
     return json.dumps({"topics": entries or None, "version": NSQ_VERSION}, separators=(",", ":")).encode()
 
 
@@ -39,19 +46,32 @@ def _channel_entry(channel) -> dict:
         entry["max_attempts"] = channel.max_attempts_setting
     if channel.dead_letter_topic_setting is not None:
         entry["dead_letter_topic"] = channel.dead_letter_topic_setting
+    if channel.ttl_setting is not None:
+        entry["ttl_ms"] = round(channel.ttl_setting * 1000)
     return entry
+
+
+def _setting(entry: dict, key: str, parse, where: str, log, path: str):
+    """``entry[key]`` parsed, or None when absent or invalid (with a warning)."""
+    if key not in entry:
+        return None
+    try:
+        return parse(str(entry[key]))
+    except ValueError:
+        log.warning("skipping invalid %s %r of %s in %s", key, entry[key], where, path)
+        return None
+
+
+def _ttl_seconds(text: str) -> float:
+    return parse_ttl_ms(text) / 1000
 
 
 def _dead_letter_settings(entry: dict, topic_name: str, log, path: str) -> dict:
     """The channel's dead-letter keys, as ``Channel.configure_dead_letter``
     arguments; a bad value is skipped with a warning, like a bad name."""
-    settings = {"max_attempts": None, "dead_letter_topic": None}
-    if "max_attempts" in entry:
-        try:
-            settings["max_attempts"] = parse_max_attempts(str(entry["max_attempts"]))
-        except ValueError:
-            log.warning("skipping invalid max_attempts %r of %s:%s in %s", entry["max_attempts"], topic_name,
-                        entry.get("name"), path)
+    where = f"{topic_name}:{entry.get('name')}"
+    settings = {"max_attempts": _setting(entry, "max_attempts", parse_max_attempts, where, log, path),
+                "dead_letter_topic": None}
     name = entry.get("dead_letter_topic")
     if name is not None:
         if isinstance(name, str) and is_valid_dead_letter_topic(name, topic_name):
@@ -66,9 +86,9 @@ def write(data_path: str, topics) -> None:
     write_atomically(metadata_path(data_path), encode(topics))
 
 
-def read(data_path: str, log) -> list[tuple[str, bool, list[tuple[str, bool, dict]]]]:
-    """[(topic, paused, [(channel, paused, dead-letter settings)])]; invalid
-    names are skipped with a warning."""
+def read(data_path: str, log) -> list[tuple[str, bool, dict, list[tuple[str, bool, dict, float | None]]]]:
+    """[(topic, paused, expiry settings, [(channel, paused, dead-letter
+    settings, TTL)])]; invalid names and values are skipped with a warning."""
     path = metadata_path(data_path)
     try:
         with open(path, "rb") as f:
@@ -90,6 +110,9 @@ def read(data_path: str, log) -> list[tuple[str, bool, list[tuple[str, bool, dic
                 log.warning("skipping creation of invalid channel %r from %s", channel_name, path)
                 continue
             channels.append((channel_name, bool(channel.get("paused")),
-                             _dead_letter_settings(channel, name, log, path)))
-        result.append((name, bool(topic.get("paused")), channels))
+                             _dead_letter_settings(channel, name, log, path),
+                             _setting(channel, "ttl_ms", _ttl_seconds, f"{name}:{channel_name}", log, path)))
+        expiry = {"ttl": _setting(topic, "ttl_ms", _ttl_seconds, name, log, path),
+                  "expire_action": _setting(topic, "expire_action", parse_expire_action, name, log, path)}
+        result.append((name, bool(topic.get("paused")), expiry, channels))
     return result

@@ -35,6 +35,7 @@ _CHANNEL_GAUGES = [
     ("paused", "1 when the channel is paused.", lambda c: int(c.paused)),
     ("max_attempts", "Deliveries before a message goes to the dead-letter topic (0: never).",
      lambda c: c.max_attempts),
+    ("ttl_seconds", "Age past which a message is not delivered (0: none).", lambda c: c.message_ttl),
 ]
 _CHANNEL_COUNTERS = [
     ("messages", "Messages put into the channel.", lambda c: c.message_count),
@@ -42,6 +43,8 @@ _CHANNEL_COUNTERS = [
     ("timed_out", "Messages whose in-flight timeout expired.", lambda c: c.timeout_count),
     ("dead_lettered", "Messages sent to the dead-letter topic after max_attempts deliveries.",
      lambda c: c.dead_letter_count),
+    ("expired", "Messages not delivered because they outlived the TTL (dropped or dead-lettered).",
+     lambda c: c.expired_count),
 ]
 
 

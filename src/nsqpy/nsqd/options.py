@@ -88,6 +88,11 @@ class NsqdOptions:
                                "times goes to its dead-letter topic (<topic>.dead) instead of being delivered "
                                "again (0 = never)")
 
+    message_ttl: float = option(0.0, "beyond NSQ: default for every topic; a message older than this "
+                                "is not delivered (0 = never expires)", duration=True)
+    expire_action: str = option("drop", "beyond NSQ: default for every topic; what happens to an expired "
+                                "message ('drop' or 'dead-letter')", choices=("drop", "dead-letter"))
+
     e2e_processing_latency_percentiles: list[float] = option(
         [], "message processing time percentiles (as float (0, 1.0]) to track "
         "(can be specified multiple times or comma separated '1.0,0.99,0.95', default none)",
@@ -134,6 +139,8 @@ class NsqdOptions:
                 raise ValueError(f"--statsd-address {self.statsd_address!r} must be host:port") from None
         if not 0 <= self.max_attempts <= 65535:
             raise ValueError(f"--max-attempts {self.max_attempts} must be in [0, 65535]")
+        if self.message_ttl < 0:
+            raise ValueError(f"--message-ttl {self.message_ttl:g}s must be >= 0")
         for p in self.e2e_processing_latency_percentiles:
             if not 0 < p <= 1:
                 raise ValueError(f"--e2e-processing-latency-percentile {p} must be in (0, 1.0]")

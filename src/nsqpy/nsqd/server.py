@@ -213,11 +213,14 @@ class NSQD:
             raise StartupError(str(error)) from None
         self._loading = True
         try:
-            for topic_name, paused, channels in entries:
+            for topic_name, paused, expiry_settings, channels in entries:
                 topic = self.get_topic(topic_name)
-                for channel_name, channel_paused, dead_letter_settings in channels:
+                topic.configure_expiry(**expiry_settings)
+                for channel_name, channel_paused, dead_letter_settings, ttl in channels:
                     channel = topic.get_channel(channel_name)
                     channel.configure_dead_letter(**dead_letter_settings)
+                    if ttl is not None:
+                        channel.configure_ttl(ttl)
                     if channel_paused:
                         channel.pause()
                 if paused:

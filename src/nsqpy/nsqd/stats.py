@@ -56,10 +56,16 @@ def _at_risk(queue, held_elsewhere: int) -> dict:
             "unsynced_count": queue.unsynced_count}
 
 
-def dead_letter_config(channel) -> dict:
-    """Beyond NSQ (dead_letter.py): the policy in force, as ``/stats`` and
-    ``GET /channel/config`` show it."""
-    return {"max_attempts": channel.max_attempts, "dead_letter_topic": channel.dead_letter_topic}
+def channel_config(channel) -> dict:
+    """Beyond NSQ (dead_letter.py, expiry.py): the policies in force, as
+    ``/stats`` and ``GET /channel/config`` show them."""
+    return {"max_attempts": channel.max_attempts, "dead_letter_topic": channel.dead_letter_topic,
+            "ttl_ms": round(channel.message_ttl * 1000), "expire_action": channel.expire_action}
+
+
+def topic_config(topic) -> dict:
+    """Beyond NSQ (expiry.py): as ``/stats`` and ``GET /topic/config`` show it."""
+    return {"ttl_ms": round(topic.message_ttl * 1000), "expire_action": topic.expire_action}
 
 
 def channel_stats(channel, include_clients: bool, quantiles: list[float]) -> dict:
@@ -76,8 +82,9 @@ def channel_stats(channel, include_clients: bool, quantiles: list[float]) -> dic
         "clients": [client_stats(c) for c in channel.clients] if include_clients else None,
         "paused": channel.paused,
         "e2e_processing_latency": summarize([channel.latency] if channel.latency else [], quantiles),
-        **dead_letter_config(channel),
+        **channel_config(channel),
         "dead_letter_count": channel.dead_letter_count,
+        "expired_count": channel.expired_count,
         **_at_risk(channel.queue, channel.in_flight_count + channel.deferred_count),
     }
 
@@ -98,6 +105,7 @@ def topic_stats(topic, channel_filter: str | None, include_clients: bool, quanti
         "paused": topic.paused,
         "e2e_processing_latency": summarize(
             [c.latency for c in topic.channels.values() if c.latency], quantiles),
+        **topic_config(topic),
         **_at_risk(topic.queue, 0),
     }
 

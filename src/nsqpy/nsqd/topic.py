@@ -34,6 +34,9 @@ class Topic:
         self.started = True
         self.message_count = 0
         self.message_bytes = 0
+        # expiry (expiry.py): None settings follow nsqd's flags
+        self.ttl_setting: float | None = None
+        self.expire_action_setting: str | None = None
         self._drain_scheduled = False
 
     @property
@@ -101,6 +104,25 @@ class Topic:
                 queue.ack(message)
         self._schedule_drain()
 
+    # --- expiry -----------------------------------------------------------------
+
+    @property
+    def message_ttl(self) -> float:
+        return self.nsqd.options.message_ttl if self.ttl_setting is None else self.ttl_setting
+
+    @property
+    def expire_action(self) -> str:
+        return self.expire_action_setting or self.nsqd.options.expire_action
+
+    def configure_expiry(self, ttl: float | None, expire_action: str | None) -> None:
+        """Set either or both (None keeps the current setting); every channel follows."""
+        if ttl is not None:
+            self.ttl_setting = ttl
+        if expire_action is not None:
+            self.expire_action_setting = expire_action
+        for channel in self.channels.values():
+            channel.follow_topic_expiry(self.message_ttl, self.expire_action)
+
     # --- channels ---------------------------------------------------------------
 
     def get_channel(self, name: str) -> Channel:
@@ -110,7 +132,8 @@ class Topic:
             queue = self.nsqd.new_queue(f"{self.name}:{name}", ephemeral)
             channel = Channel(self, name, queue, self.loop, self.nsqd.new_latency_window(),
                               self.nsqd.new_deferred_disk(f"{self.name}:{name}", ephemeral),
-                              max_attempts=self.nsqd.options.max_attempts)
+                              max_attempts=self.nsqd.options.max_attempts, message_ttl=self.message_ttl,
+                              expire_action=self.expire_action)
             self.channels[name] = channel
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()

@@ -1,0 +1,109 @@
+"""Message TTL on a real nsqd, consumed by gnsq, a client that knows nothing
+of it: messages older than the TTL are not delivered, but dropped or
+dead-lettered and counted; a channel may override its topic's TTL; the
+settings come from flags or HTTP and survive a restart."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.wire import http, http_json
+
+PEER = Path(__file__).parent / "peers" / "gnsq_collect_peer.py"
+
+
+@pytest.fixture
+def topic(topic):
+    """Short enough for ``<topic>.dead`` to be a valid name."""
+    return topic[:48]
+
+
+def consume(nsqd, topic: str, channel: str, count: int, seconds: float = 3.0) -> list[str]:
+    result = subprocess.run([sys.executable, str(PEER), nsqd.tcp_address, topic, channel, str(count), str(seconds)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def create(nsqd, topic: str, *channels: str) -> None:
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    for channel in channels:
+        assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel={channel}")[0] == 200
+
+
+def publish(nsqd, topic: str, *bodies: bytes) -> None:
+    for body in bodies:
+        assert http("POST", f"{nsqd.http_url}/pub?topic={topic}", body)[0] == 200
+
+
+def channel_stats(nsqd, topic: str, channel: str) -> dict:
+    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}&channel={channel}")
+    return stats["topics"][0]["channels"][0]
+
+
+def test_expired_messages_are_dropped_and_counted(nsqd, topic):
+    create(nsqd, topic, "ch", "keeps_all")
+    assert http_json("POST", f"{nsqd.http_url}/topic/config?topic={topic}&ttl_ms=400") == (
+        200, {"ttl_ms": 400, "expire_action": "drop"})
+    assert http_json("POST", f"{nsqd.http_url}/channel/config?topic={topic}&channel=keeps_all&ttl_ms=0")[0] == 200
+    publish(nsqd, topic, b"stale-1", b"stale-2")
+    time.sleep(0.6)
+    publish(nsqd, topic, b"fresh")
+
+    assert consume(nsqd, topic, "ch", 1) == ["fresh"]
+    stats = channel_stats(nsqd, topic, "ch")
+    assert (stats["expired_count"], stats["depth"], stats["ttl_ms"]) == (2, 0, 400)
+    assert sorted(consume(nsqd, topic, "keeps_all", 3)) == ["fresh", "stale-1", "stale-2"]
+    assert channel_stats(nsqd, topic, "keeps_all")["expired_count"] == 0
+    _, _, body = http("GET", f"{nsqd.http_url}/metrics")
+    assert f'nsqd_channel_expired_total{{topic="{topic}",channel="ch"}} 2\n'.encode() in body
+
+
+def test_flag_defaults_dead_letter_expired_messages(start_nsqd, topic):
+    nsqd = start_nsqd("--message-ttl=400ms", "--expire-action=dead-letter")
+    create(nsqd, topic, "ch")
+    create(nsqd, f"{topic}.dead", "dlq")  # the defaults apply to every topic: this one keeps what it gets
+    assert http("POST", f"{nsqd.http_url}/topic/config?topic={topic}.dead&ttl_ms=0")[0] == 200
+    publish(nsqd, topic, b"stale")
+    time.sleep(0.6)
+    publish(nsqd, topic, b"fresh")
+    assert consume(nsqd, topic, "ch", 1) == ["fresh"]
+    assert consume(nsqd, f"{topic}.dead", "dlq", 1) == ["stale"]
+    assert channel_stats(nsqd, topic, "ch")["expired_count"] == 1
+
+
+def test_settings_survive_a_restart(start_nsqd, tmp_path, topic):
+    data_path = tmp_path / "kept"
+    nsqd = start_nsqd(data_path=data_path)
+    create(nsqd, topic, "ch", "other")
+    assert http("POST", f"{nsqd.http_url}/topic/config?topic={topic}&ttl_ms=90000&expire_action=dead-letter")[0] == 200
+    assert http("POST", f"{nsqd.http_url}/channel/config?topic={topic}&channel=other&ttl_ms=1500")[0] == 200
+    nsqd.stop()
+    saved = json.loads((data_path / "nsqd.dat").read_bytes())
+    [entry] = [t for t in saved["topics"] if t["name"] == topic]
+    assert (entry["ttl_ms"], entry["expire_action"]) == (90000, "dead-letter")
+
+    nsqd = start_nsqd(data_path=data_path)
+    assert http_json("GET", f"{nsqd.http_url}/topic/config?topic={topic}") == (
+        200, {"ttl_ms": 90000, "expire_action": "dead-letter"})
+    _, config = http_json("GET", f"{nsqd.http_url}/channel/config?topic={topic}&channel=other")
+    assert (config["ttl_ms"], config["expire_action"]) == (1500, "dead-letter")
+    assert channel_stats(nsqd, topic, "ch")["ttl_ms"] == 90000
+
+
+@pytest.mark.parametrize("path,query,message", [
+    ("topic", "ttl_ms=-1", "INVALID_TTL"),
+    ("topic", "ttl_ms=soon", "INVALID_TTL"),
+    ("topic", "expire_action=archive", "INVALID_EXPIRE_ACTION"),
+    ("channel", "channel=ch&ttl_ms=1.5", "INVALID_TTL"),
+])
+def test_bad_values_are_refused_with_nsq_style_codes(shared_nsqd, topic, path, query, message):
+    create(shared_nsqd, topic, "ch")
+    assert http_json("POST", f"{shared_nsqd.http_url}/{path}/config?topic={topic}&{query}") == (
+        400, {"message": message})
+    assert http_json("GET", f"{shared_nsqd.http_url}/topic/config?topic={topic}") == (
+        200, {"ttl_ms": 0, "expire_action": "drop"})
