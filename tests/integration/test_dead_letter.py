@@ -58,7 +58,8 @@ def test_http_config_names_the_topic_and_survives_a_restart(start_nsqd, tmp_path
     assert http("POST", f"{url}/topic/create?topic={topic}")[0] == 200
     assert http("POST", f"{url}/channel/create?topic={topic}&channel=ch")[0] == 200
     assert http_json("GET", f"{url}/channel/config?topic={topic}&channel=ch") == (
-        200, {"max_attempts": 0, "dead_letter_topic": f"{topic}.dead", "ttl_ms": 0, "expire_action": "drop"})
+        200, {"max_attempts": 0, "dead_letter_topic": f"{topic}.dead", "ttl_ms": 0, "expire_action": "drop",
+              "max_depth": 0, "full_policy": "reject"})
     assert http_json("POST", f"{url}/channel/config?topic={topic}&channel=ch&max_attempts=2"
                              f"&dead_letter_topic=graveyard")[1]["max_attempts"] == 2
     wait_until(lambda: b'"max_attempts":2' in (data_path / "nsqd.dat").read_bytes())

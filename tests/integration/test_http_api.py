@@ -127,7 +127,8 @@ def test_stats_json_schema_and_filters(shared_nsqd, topic):
         (t,) = data["topics"]
         assert set(t) == {"topic_name", "channels", "depth", "backend_depth", "message_count",
                           "message_bytes", "paused", "e2e_processing_latency",
-                          "memory_depth", "memory_only_count", "unsynced_count", "ttl_ms", "expire_action"}
+                          "memory_depth", "memory_only_count", "unsynced_count", "ttl_ms", "expire_action",
+                          "max_depth", "full_policy", "dropped_count"}
         assert (t["topic_name"], t["message_count"], t["message_bytes"]) == (topic, 1, 5)
         (ch,) = t["channels"]
         assert ch["in_flight_count"] == 1 and ch["client_count"] == 1 and ch["message_count"] == 1

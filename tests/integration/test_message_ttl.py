@@ -4,16 +4,12 @@ dead-lettered and counted; a channel may override its topic's TTL; the
 settings come from flags or HTTP and survive a restart."""
 
 import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.integration.nsqd_policies import channel_stats, consume, create
 from tests.support.wire import http, http_json
-
-PEER = Path(__file__).parent / "peers" / "gnsq_collect_peer.py"
 
 
 @pytest.fixture
@@ -22,33 +18,15 @@ def topic(topic):
     return topic[:48]
 
 
-def consume(nsqd, topic: str, channel: str, count: int, seconds: float = 3.0) -> list[str]:
-    result = subprocess.run([sys.executable, str(PEER), nsqd.tcp_address, topic, channel, str(count), str(seconds)],
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
-
-
-def create(nsqd, topic: str, *channels: str) -> None:
-    assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
-    for channel in channels:
-        assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel={channel}")[0] == 200
-
-
 def publish(nsqd, topic: str, *bodies: bytes) -> None:
     for body in bodies:
         assert http("POST", f"{nsqd.http_url}/pub?topic={topic}", body)[0] == 200
 
 
-def channel_stats(nsqd, topic: str, channel: str) -> dict:
-    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}&channel={channel}")
-    return stats["topics"][0]["channels"][0]
-
-
 def test_expired_messages_are_dropped_and_counted(nsqd, topic):
     create(nsqd, topic, "ch", "keeps_all")
     assert http_json("POST", f"{nsqd.http_url}/topic/config?topic={topic}&ttl_ms=400") == (
-        200, {"ttl_ms": 400, "expire_action": "drop"})
+        200, {"ttl_ms": 400, "expire_action": "drop", "max_depth": 0, "full_policy": "reject"})
     assert http_json("POST", f"{nsqd.http_url}/channel/config?topic={topic}&channel=keeps_all&ttl_ms=0")[0] == 200
     publish(nsqd, topic, b"stale-1", b"stale-2")
     time.sleep(0.6)
@@ -88,22 +66,8 @@ def test_settings_survive_a_restart(start_nsqd, tmp_path, topic):
     assert (entry["ttl_ms"], entry["expire_action"]) == (90000, "dead-letter")
 
     nsqd = start_nsqd(data_path=data_path)
-    assert http_json("GET", f"{nsqd.http_url}/topic/config?topic={topic}") == (
-        200, {"ttl_ms": 90000, "expire_action": "dead-letter"})
+    _, config = http_json("GET", f"{nsqd.http_url}/topic/config?topic={topic}")
+    assert (config["ttl_ms"], config["expire_action"]) == (90000, "dead-letter")
     _, config = http_json("GET", f"{nsqd.http_url}/channel/config?topic={topic}&channel=other")
     assert (config["ttl_ms"], config["expire_action"]) == (1500, "dead-letter")
     assert channel_stats(nsqd, topic, "ch")["ttl_ms"] == 90000
-
-
-@pytest.mark.parametrize("path,query,message", [
-    ("topic", "ttl_ms=-1", "INVALID_TTL"),
-    ("topic", "ttl_ms=soon", "INVALID_TTL"),
-    ("topic", "expire_action=archive", "INVALID_EXPIRE_ACTION"),
-    ("channel", "channel=ch&ttl_ms=1.5", "INVALID_TTL"),
-])
-def test_bad_values_are_refused_with_nsq_style_codes(shared_nsqd, topic, path, query, message):
-    create(shared_nsqd, topic, "ch")
-    assert http_json("POST", f"{shared_nsqd.http_url}/{path}/config?topic={topic}&{query}") == (
-        400, {"message": message})
-    assert http_json("GET", f"{shared_nsqd.http_url}/topic/config?topic={topic}") == (
-        200, {"ttl_ms": 0, "expire_action": "drop"})

@@ -89,7 +89,8 @@ class SmallNsqd:
 
     def __init__(self, loop):
         self.loop = loop
-        self.options = types.SimpleNamespace(node_id=1, max_attempts=0, message_ttl=0.0, expire_action="drop")
+        self.options = types.SimpleNamespace(node_id=1, max_attempts=0, message_ttl=0.0, expire_action="drop",
+                                             max_depth=0, full_policy="reject")
 
     def new_queue(self, name, ephemeral):
         return MessageQueue(1000, None)

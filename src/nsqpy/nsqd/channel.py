@@ -22,6 +22,7 @@ import time
 
 from ..protocol.errors import E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED, ProtocolError
 from ..protocol.names import is_ephemeral
+from .bounds import DepthLimit
 from .dead_letter import default_dead_letter_topic, is_valid_dead_letter_topic
 from .inflight import InFlight
 from .message import Message
@@ -32,7 +33,8 @@ _DUE = struct.Struct(">q")  # unix nanoseconds, before each deferred record
 
 class Channel:
     def __init__(self, topic, name: str, queue: MessageQueue, loop, latency=None, deferred_disk=None,
-                 max_attempts: int = 0, message_ttl: float = 0.0, expire_action: str = "drop"):
+                 max_attempts: int = 0, message_ttl: float = 0.0, expire_action: str = "drop",
+                 limit: DepthLimit | None = None):
         self.topic = topic
         self.name = name
         self.ephemeral = is_ephemeral(name)
@@ -52,6 +54,7 @@ class Channel:
         self.timeout_count = 0
         self.dead_letter_count = 0
         self.expired_count = 0
+        self.limit = limit or DepthLimit()  # bounds.py; publishes are checked by the topic
 
         # dead-lettering (dead_letter.py): None settings follow the defaults
         self.default_max_attempts = max_attempts
@@ -152,11 +155,15 @@ class Channel:
 
     def put(self, message: Message) -> None:
         self.message_count += 1
+        if self.limit.drops:
+            self.limit.make_room(self.queue, 1)
         self.queue.put(message)
         self.schedule_dispatch()
 
     def put_many(self, messages: list[Message]) -> None:
         self.message_count += len(messages)
+        if self.limit.drops:
+            self.limit.make_room(self.queue, len(messages))
         self.queue.put_many(messages)
         self.schedule_dispatch()
 

@@ -17,6 +17,7 @@ from ..protocol.errors import ProtocolError
 from ..protocol.names import is_valid_topic_name
 from . import stats as stats_module
 from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
+from .bounds import QueueFull, parse_full_policy, parse_max_depth
 from .deferred_view import DEFAULT_LIMIT, MAX_LIMIT, deferred_listing
 from .expiry import parse_expire_action, parse_ttl_ms
 from .metrics import NsqdCollector
@@ -112,6 +113,8 @@ class HttpApi:
             nsqd.publish(topic_name, bodies, defer)
         except TopicExiting:
             raise HttpError(503, "EXITING") from None
+        except QueueFull as error:
+            raise HttpError(503, f"QUEUE_FULL {error}") from None
         except OSError:
             raise HttpError(500, "INTERNAL_ERROR") from None
         return text_response("OK")
@@ -279,6 +282,7 @@ class HttpApi:
             raise HttpError(400, "EPHEMERAL_CHANNEL")  # gone with its last consumer: nothing to keep
         max_attempts = _query_setting(request, "max_attempts", parse_max_attempts, "INVALID_MAX_ATTEMPTS")
         ttl_ms = _query_setting(request, "ttl_ms", parse_ttl_ms, "INVALID_TTL")
+        limit = _limit_settings(request)
         dead_letter_topic = None
         if "dead_letter_topic" in request.query:
             dead_letter_topic = request.query["dead_letter_topic"]
@@ -289,6 +293,7 @@ class HttpApi:
         channel.configure_dead_letter(max_attempts, dead_letter_topic)
         if ttl_ms is not None:
             channel.configure_ttl(ttl_ms / 1000)
+        channel.limit.configure(*limit)
         self.nsqd.persist_metadata_soon()
         return json_response(stats_module.channel_config(channel))
 
@@ -303,7 +308,9 @@ class HttpApi:
             raise HttpError(400, "EPHEMERAL_TOPIC")
         ttl_ms = _query_setting(request, "ttl_ms", parse_ttl_ms, "INVALID_TTL")
         expire_action = _query_setting(request, "expire_action", parse_expire_action, "INVALID_EXPIRE_ACTION")
+        limit = _limit_settings(request)
         topic.configure_expiry(None if ttl_ms is None else ttl_ms / 1000, expire_action)
+        topic.limit.configure(*limit)
         self.nsqd.persist_metadata_soon()
         return json_response(stats_module.topic_config(topic))
 
@@ -353,3 +360,9 @@ def _query_setting(request, name: str, parse, invalid: str):
         return parse(request.query[name])
     except ValueError:
         raise HttpError(400, invalid) from None
+
+
+def _limit_settings(request) -> tuple[int | None, str | None]:
+    """``max_depth`` and ``full_policy`` (bounds.py), each None when absent."""
+    return (_query_setting(request, "max_depth", parse_max_depth, "INVALID_MAX_DEPTH"),
+            _query_setting(request, "full_policy", parse_full_policy, "INVALID_FULL_POLICY"))

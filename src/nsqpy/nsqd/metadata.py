@@ -3,7 +3,7 @@ in NSQ's JSON layout, so a data directory survives a restart and moves
 between NSQ's nsqd and ours. Ephemeral topics and channels are never written.
 
 A channel's dead-letter settings (dead_letter.py) and a topic's or a
-channel's expiry settings (expiry.py) are extra keys of their entries,
+channel's expiry and depth limit settings (expiry.py, bounds.py) are extra keys of their entries,
 written only when set: Go's nsqd ignores keys it does not know, so
 it still loads the file (and drops them when it rewrites it).
 """
@@ -14,6 +14,7 @@ import os
 from ..atomicfile import write_atomically
 from ..protocol import NSQ_VERSION
 from ..protocol.names import is_ephemeral, is_valid_channel_name, is_valid_topic_name
+from .bounds import parse_full_policy, parse_max_depth
 from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
 from .expiry import parse_expire_action, parse_ttl_ms
 
@@ -36,6 +37,7 @@ def encode(topics) -> bytes:
             entry["ttl_ms"] = round(topic.ttl_setting * 1000)
         if topic.expire_action_setting is not None:
             entry["expire_action"] = topic.expire_action_setting
+        entry.update(_limit_entry(topic.limit))
         entries.append(entry)
     return json.dumps({"topics": entries or None, "version": NSQ_VERSION}, separators=(",", ":")).encode()
 
@@ -48,7 +50,23 @@ def _channel_entry(channel) -> dict:
         entry["dead_letter_topic"] = channel.dead_letter_topic_setting
     if channel.ttl_setting is not None:
         entry["ttl_ms"] = round(channel.ttl_setting * 1000)
+    entry.update(_limit_entry(channel.limit))
     return entry
+
+
+def _limit_entry(limit) -> dict:
+    entry = {}
+    if limit.max_depth_setting is not None:
+        entry["max_depth"] = limit.max_depth_setting
+    if limit.policy_setting is not None:
+        entry["full_policy"] = limit.policy_setting
+    return entry
+
+
+def _limit_settings(entry: dict, where: str, log, path: str) -> tuple[int | None, str | None]:
+    """``DepthLimit.configure`` arguments."""
+    return (_setting(entry, "max_depth", parse_max_depth, where, log, path),
+            _setting(entry, "full_policy", parse_full_policy, where, log, path))
 
 
 def _setting(entry: dict, key: str, parse, where: str, log, path: str):
@@ -86,9 +104,10 @@ def write(data_path: str, topics) -> None:
     write_atomically(metadata_path(data_path), encode(topics))
 
 
-def read(data_path: str, log) -> list[tuple[str, bool, dict, list[tuple[str, bool, dict, float | None]]]]:
-    """[(topic, paused, expiry settings, [(channel, paused, dead-letter
-    settings, TTL)])]; invalid names and values are skipped with a warning."""
+def read(data_path: str, log) -> list[tuple]:
+    """[(topic, paused, expiry settings, limit settings, [(channel, paused,
+    dead-letter settings, TTL, limit settings)])]; invalid names and values
+    are skipped with a warning."""
     path = metadata_path(data_path)
     try:
         with open(path, "rb") as f:
@@ -111,8 +130,9 @@ def read(data_path: str, log) -> list[tuple[str, bool, dict, list[tuple[str, boo
                 continue
             channels.append((channel_name, bool(channel.get("paused")),
                              _dead_letter_settings(channel, name, log, path),
-                             _setting(channel, "ttl_ms", _ttl_seconds, f"{name}:{channel_name}", log, path)))
+                             _setting(channel, "ttl_ms", _ttl_seconds, f"{name}:{channel_name}", log, path),
+                             _limit_settings(channel, f"{name}:{channel_name}", log, path)))
         expiry = {"ttl": _setting(topic, "ttl_ms", _ttl_seconds, name, log, path),
                   "expire_action": _setting(topic, "expire_action", parse_expire_action, name, log, path)}
-        result.append((name, bool(topic.get("paused")), expiry, channels))
+        result.append((name, bool(topic.get("paused")), expiry, _limit_settings(topic, name, log, path), channels))
     return result

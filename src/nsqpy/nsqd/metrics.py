@@ -20,10 +20,12 @@ _TOPIC_GAUGES = [
     ("backend_depth", "Messages queued in the topic's disk queue.", lambda t: t.queue.backend_depth),
     ("channels", "Channels of the topic.", lambda t: len(t.channels)),
     ("paused", "1 when the topic is paused.", lambda t: int(t.paused)),
+    ("max_depth", "The most messages the topic holds (0: unbounded).", lambda t: t.limit.max_depth),
 ]
 _TOPIC_COUNTERS = [
     ("messages", "Messages published to the topic.", lambda t: t.message_count),
     ("message_bytes", "Bytes of message bodies published to the topic.", lambda t: t.message_bytes),
+    ("dropped", "Messages dropped by the topic's drop-oldest limit.", lambda t: t.limit.dropped),
 ]
 _CHANNEL_GAUGES = [
     ("depth", "Messages queued in the channel (memory and disk), not yet delivered.", lambda c: len(c.queue)),
@@ -36,6 +38,7 @@ _CHANNEL_GAUGES = [
     ("max_attempts", "Deliveries before a message goes to the dead-letter topic (0: never).",
      lambda c: c.max_attempts),
     ("ttl_seconds", "Age past which a message is not delivered (0: none).", lambda c: c.message_ttl),
+    ("max_depth", "The most messages the channel holds (0: unbounded).", lambda c: c.limit.max_depth),
 ]
 _CHANNEL_COUNTERS = [
     ("messages", "Messages put into the channel.", lambda c: c.message_count),
@@ -45,6 +48,7 @@ _CHANNEL_COUNTERS = [
      lambda c: c.dead_letter_count),
     ("expired", "Messages not delivered because they outlived the TTL (dropped or dead-lettered).",
      lambda c: c.expired_count),
+    ("dropped", "Messages dropped by the channel's drop-oldest limit.", lambda c: c.limit.dropped),
 ]
 
 

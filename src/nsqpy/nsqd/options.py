@@ -93,6 +93,12 @@ class NsqdOptions:
     expire_action: str = option("drop", "beyond NSQ: default for every topic; what happens to an expired "
                                 "message ('drop' or 'dead-letter')", choices=("drop", "dead-letter"))
 
+    max_depth: int = option(0, "beyond NSQ: default for every topic and channel; the most messages "
+                            "(memory and disk) it holds (0 = unbounded)")
+    full_policy: str = option("reject", "beyond NSQ: default for every topic and channel; at max-depth, "
+                              "'reject' publishes or 'drop-oldest' queued messages",
+                              choices=("reject", "drop-oldest"))
+
     e2e_processing_latency_percentiles: list[float] = option(
         [], "message processing time percentiles (as float (0, 1.0]) to track "
         "(can be specified multiple times or comma separated '1.0,0.99,0.95', default none)",
@@ -139,6 +145,8 @@ class NsqdOptions:
                 raise ValueError(f"--statsd-address {self.statsd_address!r} must be host:port") from None
         if not 0 <= self.max_attempts <= 65535:
             raise ValueError(f"--max-attempts {self.max_attempts} must be in [0, 65535]")
+        if self.max_depth < 0:
+            raise ValueError(f"--max-depth {self.max_depth} must be >= 0")
         if self.message_ttl < 0:
             raise ValueError(f"--message-ttl {self.message_ttl:g}s must be >= 0")
         for p in self.e2e_processing_latency_percentiles:

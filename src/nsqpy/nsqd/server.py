@@ -33,6 +33,7 @@ from .queue import MessageQueue, MessagesLost
 from .statsd import StatsdPusher
 from .tls import server_context
 from .tcp import V2Protocol
+from .bounds import QueueFull
 from .topic import Topic, TopicExiting
 
 
@@ -213,12 +214,14 @@ class NSQD:
             raise StartupError(str(error)) from None
         self._loading = True
         try:
-            for topic_name, paused, expiry_settings, channels in entries:
+            for topic_name, paused, expiry_settings, topic_limit, channels in entries:
                 topic = self.get_topic(topic_name)
                 topic.configure_expiry(**expiry_settings)
-                for channel_name, channel_paused, dead_letter_settings, ttl in channels:
+                topic.limit.configure(*topic_limit)
+                for channel_name, channel_paused, dead_letter_settings, ttl, channel_limit in channels:
                     channel = topic.get_channel(channel_name)
                     channel.configure_dead_letter(**dead_letter_settings)
+                    channel.limit.configure(*channel_limit)
                     if ttl is not None:
                         channel.configure_ttl(ttl)
                     if channel_paused:
@@ -373,7 +376,7 @@ class NSQD:
         name = channel.dead_letter_topic
         try:
             self.publish(name, [message.body])
-        except (TopicExiting, OSError) as error:
+        except (TopicExiting, QueueFull, OSError) as error:
             self.log.warning("TOPIC(%s): CHANNEL(%s): cannot dead-letter %s to %s: %s", channel.topic.name,
                              channel.name, message.id.decode("ascii", "replace"), name, error or "exiting")
             return False

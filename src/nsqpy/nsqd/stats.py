@@ -60,12 +60,14 @@ def channel_config(channel) -> dict:
     """Beyond NSQ (dead_letter.py, expiry.py): the policies in force, as
     ``/stats`` and ``GET /channel/config`` show them."""
     return {"max_attempts": channel.max_attempts, "dead_letter_topic": channel.dead_letter_topic,
-            "ttl_ms": round(channel.message_ttl * 1000), "expire_action": channel.expire_action}
+            "ttl_ms": round(channel.message_ttl * 1000), "expire_action": channel.expire_action,
+            **channel.limit.config()}
 
 
 def topic_config(topic) -> dict:
     """Beyond NSQ (expiry.py): as ``/stats`` and ``GET /topic/config`` show it."""
-    return {"ttl_ms": round(topic.message_ttl * 1000), "expire_action": topic.expire_action}
+    return {"ttl_ms": round(topic.message_ttl * 1000), "expire_action": topic.expire_action,
+            **topic.limit.config()}
 
 
 def channel_stats(channel, include_clients: bool, quantiles: list[float]) -> dict:
@@ -85,6 +87,7 @@ def channel_stats(channel, include_clients: bool, quantiles: list[float]) -> dic
         **channel_config(channel),
         "dead_letter_count": channel.dead_letter_count,
         "expired_count": channel.expired_count,
+        "dropped_count": channel.limit.dropped,
         **_at_risk(channel.queue, channel.in_flight_count + channel.deferred_count),
     }
 
@@ -106,6 +109,7 @@ def topic_stats(topic, channel_filter: str | None, include_clients: bool, quanti
         "e2e_processing_latency": summarize(
             [c.latency for c in topic.channels.values() if c.latency], quantiles),
         **topic_config(topic),
+        "dropped_count": topic.limit.dropped,
         **_at_risk(topic.queue, 0),
     }
 

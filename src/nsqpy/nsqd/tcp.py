@@ -22,6 +22,7 @@ from .auth import AuthError
 from .client import ClientV2
 from .deadline import Deadline
 from .tls import connection_info
+from .bounds import QueueFull
 from .topic import TopicExiting
 
 
@@ -465,6 +466,8 @@ class V2Protocol(asyncio.Protocol):
             self.nsqd.publish(topic_name, bodies, defer)
         except TopicExiting:
             raise ProtocolError(code, f"{name} failed exiting") from None
+        except QueueFull as error:
+            raise ProtocolError(code, f"{name} failed {error}") from None
         except OSError as error:
             raise ProtocolError(code, f"{name} failed {error}") from None
         client.pub_counts[topic_name] = client.pub_counts.get(topic_name, 0) + len(bodies)

@@ -6,6 +6,7 @@ backlog in chunks so a large one never stalls the event loop.
 """
 
 from ..protocol.names import is_ephemeral
+from .bounds import DepthLimit
 from .channel import Channel
 from .guid import GuidFactory
 from .message import Message
@@ -37,6 +38,7 @@ class Topic:
         # expiry (expiry.py): None settings follow nsqd's flags
         self.ttl_setting: float | None = None
         self.expire_action_setting: str | None = None
+        self.limit = DepthLimit(nsqd.options.max_depth, nsqd.options.full_policy)
         self._drain_scheduled = False
 
     @property
@@ -50,6 +52,7 @@ class Topic:
         (disk refused the write)."""
         if self.exiting:
             raise TopicExiting("exiting")
+        self._check_limits(len(bodies))
         ids = self.guid.new_ids(len(bodies))
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
         if self.started and self.channels and not self.paused and not len(self.queue):
@@ -62,9 +65,16 @@ class Topic:
                     channel.put_many(messages if first else [m.copy() for m in messages])
                     first = False
         else:
+            self.limit.make_room(self.queue, len(messages))
             self.queue.put_many(messages)
         self.message_count += len(bodies)
         self.message_bytes += sum(map(len, bodies))
+
+    def _check_limits(self, incoming: int) -> None:
+        """Raises ``QueueFull`` before anything is queued, so an MPUB is all or nothing."""
+        self.limit.check(f"topic {self.name}", len(self.queue), incoming)
+        for channel in self.channels.values():
+            channel.limit.check(f"channel {self.name}/{channel.name}", len(channel.queue), incoming)
 
     def _fan_out(self, message: Message) -> None:
         defer = message.defer
@@ -133,7 +143,8 @@ class Topic:
             channel = Channel(self, name, queue, self.loop, self.nsqd.new_latency_window(),
                               self.nsqd.new_deferred_disk(f"{self.name}:{name}", ephemeral),
                               max_attempts=self.nsqd.options.max_attempts, message_ttl=self.message_ttl,
-                              expire_action=self.expire_action)
+                              expire_action=self.expire_action,
+                              limit=DepthLimit(self.nsqd.options.max_depth, self.nsqd.options.full_policy))
             self.channels[name] = channel
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()

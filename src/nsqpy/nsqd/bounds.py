@@ -1,0 +1,88 @@
+"""Bounded queues: a topic or a channel that holds at most ``max_depth``
+messages (memory and disk together), and what happens beyond.
+
+Beyond NSQ (nsqio/nsq#1396): NSQ queues until the disk is full. Here a
+limit has a policy: ``reject`` refuses the publish (PUB, MPUB and DPUB get
+``E_PUB_FAILED`` and friends with a reason naming the queue and its limit,
+HTTP 503; an MPUB is refused whole) until consumers drain the queue, or
+``drop-oldest`` makes room by dropping the messages next in line, counted.
+``--max-depth`` and ``--full-policy`` give the defaults (0: unbounded, as
+NSQ); ``/topic/config`` and ``/channel/config`` set them per queue.
+"""
+
+FULL_POLICIES = ("reject", "drop-oldest")
+MAX_DEPTH_LIMIT = 1 << 62
+
+
+class QueueFull(Exception):
+    """A ``reject`` limit refused a publish; the message says which and why."""
+
+
+def parse_max_depth(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= MAX_DEPTH_LIMIT:
+        raise ValueError(f"max_depth {value} must be in [0, {MAX_DEPTH_LIMIT}]")
+    return value
+
+
+def parse_full_policy(text: str) -> str:
+    if text not in FULL_POLICIES:
+        raise ValueError(f"full_policy {text!r} must be one of {', '.join(FULL_POLICIES)}")
+    return text
+
+
+class DepthLimit:
+    """One topic's or channel's limit: its own settings (None: the flags'
+    defaults) and the count of messages it dropped."""
+
+    __slots__ = ("default_max_depth", "default_policy", "max_depth_setting", "policy_setting", "dropped",
+                 "drops")
+
+    def __init__(self, default_max_depth: int = 0, default_policy: str = "reject"):
+        self.default_max_depth = default_max_depth
+        self.default_policy = default_policy
+        self.max_depth_setting: int | None = None
+        self.policy_setting: str | None = None
+        self.dropped = 0
+        self.drops = False  # drop-oldest with a limit: what a put checks before calling make_room
+        self._update()
+
+    @property
+    def max_depth(self) -> int:
+        return self.default_max_depth if self.max_depth_setting is None else self.max_depth_setting
+
+    @property
+    def policy(self) -> str:
+        return self.policy_setting or self.default_policy
+
+    def configure(self, max_depth: int | None, policy: str | None) -> None:
+        if max_depth is not None:
+            self.max_depth_setting = max_depth
+        if policy is not None:
+            self.policy_setting = policy
+        self._update()
+
+    def _update(self) -> None:
+        self.drops = bool(self.max_depth) and self.policy == "drop-oldest"
+
+    def check(self, what: str, depth: int, incoming: int) -> None:
+        """Raise ``QueueFull`` if ``incoming`` more would pass a ``reject`` limit."""
+        max_depth = self.max_depth
+        if max_depth and self.policy == "reject" and depth + incoming > max_depth:
+            raise QueueFull(f"{what} is full (depth {depth}, max_depth {max_depth})")
+
+    def make_room(self, queue, incoming: int) -> None:
+        """``drop-oldest``: drop the messages next in line until ``incoming``
+        more fit (or the queue is empty)."""
+        if not self.drops:
+            return
+        max_depth = self.max_depth
+        while len(queue) + incoming > max_depth:
+            message = queue.pop()
+            if message is None:
+                return
+            queue.ack(message)
+            self.dropped += 1
+
+    def config(self) -> dict:
+        return {"max_depth": self.max_depth, "full_policy": self.policy}
