@@ -2,7 +2,8 @@
 
 The handshake (magic, IDENTIFY with feature negotiation) runs on connect;
 heartbeats are answered with NOP; responses are matched in order to the
-commands that expect one; messages go to ``on_message``. Writes made in
+commands that expect one; the messages of each read go to ``on_messages``
+in one call. Writes made in
 one loop iteration leave in one ``transport.write``.
 
 As go-nsq, a connection that receives nothing (not even a heartbeat) for
@@ -22,7 +23,7 @@ from ..protocol.compression import new_codec
 from ..protocol.errors import NON_FATAL_CODES
 from ..protocol.frames import (FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE, FRAME_TYPE_RESPONSE, HEARTBEAT, OK,
                                MAGIC_V2, FrameReader)
-from ..protocol.message import decode_message
+from ..protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 from ..protocol.v2 import CONFIRM, START_TLS, EnableCodec, upgrade_steps
 from ..net import split_host_port
 from .config import Config, tls_context
@@ -32,10 +33,10 @@ log = logging.getLogger("nsqpy.client")
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, address: str, config: Config, *, on_message=None, on_close=None):
+    def __init__(self, address: str, config: Config, *, on_messages=None, on_close=None):
         self.address = address
         self.config = config
-        self.on_message = on_message  # callable(conn, timestamp, attempts, id, body)
+        self.on_messages = on_messages  # callable(conn, [(timestamp, attempts, id, body), ...])
         self.on_close = on_close  # callable(conn)
         self.identity: dict = {}  # nsqd's IDENTIFY answer
         self.auth_identity: dict = {}  # nsqd's AUTH answer, when it requires AUTH
@@ -123,6 +124,7 @@ class Connection(asyncio.Protocol):
 
     def _expect_frame(self) -> asyncio.Future:
         future = self._loop.create_future()
+        future.add_done_callback(_retrieve)  # unawaited when the step before it failed
         self._pending.append(future)
         return future
 
@@ -268,9 +270,10 @@ class Connection(asyncio.Protocol):
         self._on_frames(frames)
 
     def _on_frames(self, frames) -> None:
+        messages = []
         for frame_type, payload in frames:
             if frame_type == FRAME_TYPE_MESSAGE:
-                self.on_message(self, *decode_message(payload))
+                messages.append((*MESSAGE_HEADER.unpack_from(payload), payload[MESSAGE_HEADER_SIZE:]))
             elif frame_type == FRAME_TYPE_RESPONSE:
                 if payload == HEARTBEAT:
                     self.send(commands.NOP)
@@ -289,6 +292,8 @@ class Connection(asyncio.Protocol):
                     if not future.done():
                         future.set_exception(error)
                 self.close()
+        if messages:
+            self.on_messages(self, messages)
 
 
 def _retrieve(future: asyncio.Future) -> None:

@@ -25,7 +25,7 @@ from .conn import Connection
 from .dedup import DELIVER, DROP, DedupWindow
 from .discovery import lookup_producers
 from .errors import NSQError, ProtocolError, StoppedError
-from .flow import Decisions, FlowController
+from .flow import NOTHING, Decisions, FlowController
 from .message import Message
 
 log = logging.getLogger("nsqpy.client")
@@ -272,7 +272,7 @@ class Consumer:
             return
         self._connecting.add(address)
         try:
-            conn = Connection(address, self.config, on_message=self._on_message, on_close=self._on_close)
+            conn = Connection(address, self.config, on_messages=self._on_messages, on_close=self._on_close)
             await conn.connect()
             await conn.request(commands.sub(self.topic, self.channel))
             if self._stopping:
@@ -353,30 +353,40 @@ class Consumer:
 
     # --- messages ------------------------------------------------------------------------------
 
-    def _on_message(self, conn: Connection, timestamp: int, attempts: int, message_id: bytes, body: bytes) -> None:
-        self._received += 1
-        self.flow.received(conn)
-        message = Message(message_id, body, timestamp, attempts, conn, self.config, self._answered)
-        max_attempts = self.config.max_attempts
-        if max_attempts and attempts > max_attempts:
-            log.warning("consumer %s/%s: giving up on %s after %d attempts", self.topic, self.channel,
-                        message_id.decode(), attempts - 1)
-            if self.on_give_up is not None:
-                try:
-                    self.on_give_up(message)
-                except Exception:
-                    log.exception("consumer: on_give_up failed")
+    def _on_messages(self, conn: Connection, arrived: list) -> None:
+        """What one read of ``conn`` brought: counted in flight at once, then
+        each message given up (past max_attempts), dropped or held (a copy),
+        or queued for the handler."""
+        self._received += len(arrived)
+        self.flow.received(conn, len(arrived))
+        config, answered, queue = self.config, self._answered, self._queue
+        max_attempts = config.max_attempts
+        for timestamp, attempts, message_id, body in arrived:
+            message = Message(message_id, body, timestamp, attempts, conn, config, answered)
+            if max_attempts and attempts > max_attempts:
+                self._give_up(message)
+            elif self.dedup is None or self._admit_copy(message):
+                queue.put_nowait(message)
+
+    def _give_up(self, message: Message) -> None:
+        log.warning("consumer %s/%s: giving up on %s after %d attempts", self.topic, self.channel,
+                    message.id.decode(), message.attempts - 1)
+        if self.on_give_up is not None:
+            try:
+                self.on_give_up(message)
+            except Exception:
+                log.exception("consumer: on_give_up failed")
+        message.finish()
+
+    def _admit_copy(self, message: Message) -> bool:
+        """With dedup: strip the key line; False for a copy dropped or held."""
+        message.dedup_key, message.body = split_key(message.body)
+        if message.dedup_key is None:
+            return True
+        verdict = self.dedup.admit(message.dedup_key, message)
+        if verdict == DROP:
             message.finish()
-            return
-        if self.dedup is not None:
-            message.dedup_key, message.body = split_key(body)
-            if message.dedup_key is not None:
-                verdict = self.dedup.admit(message.dedup_key, message)
-                if verdict == DROP:
-                    message.finish()
-                if verdict != DELIVER:
-                    return
-        self._queue.put_nowait(message)
+        return verdict == DELIVER
 
     def _busy(self) -> bool:
         return self._in_handler > 0 or self.flow.in_flight > 0
@@ -418,8 +428,11 @@ class Consumer:
                     self._queue.put_nowait(successor)
         else:
             self._finished += 1
-            self._apply(self.flow.finished(conn))
-            self._drop_held_copies(message)
+            decisions = self.flow.finished(conn)
+            if decisions is not NOTHING:
+                self._apply(decisions)
+            if message.dedup_key is not None:
+                self._drop_held_copies(message)
 
     def _drop_held_copies(self, message: Message) -> None:
         if message.dedup_key is not None:

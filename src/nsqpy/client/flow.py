@@ -94,14 +94,18 @@ class FlowController:
             return NOTHING
         return self._decided(self._rebalance)
 
-    def received(self, key) -> None:
+    def received(self, key, count: int = 1) -> None:
         flow = self.connections.get(key)
         if flow is not None:
-            flow.in_flight += 1
+            flow.in_flight += count
             flow.last_message_at = self.clock()
 
     def finished(self, key, count: int = 1) -> Decisions:
-        self._answered(key, count)
+        flow = self.connections.get(key)
+        if flow is not None:
+            flow.in_flight -= count
+        if not self.backoff_level:  # the common case: a success changes nothing
+            return NOTHING
         return self._decided(self._backoff_result, True)
 
     def requeued(self, key, backoff: bool) -> Decisions:
@@ -142,7 +146,7 @@ class FlowController:
     def _answered(self, key, count: int) -> None:
         flow = self.connections.get(key)
         if flow is not None:
-            flow.in_flight = max(0, flow.in_flight - count)
+            flow.in_flight -= count
 
     def _set(self, key, count: int) -> None:
         flow = self.connections[key]

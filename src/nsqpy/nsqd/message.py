@@ -1,6 +1,6 @@
 """A message inside nsqd: the wire fields plus its in-flight bookkeeping."""
 
-from ..protocol.message import decode_message, encode_message
+from ..protocol.message import encode_message, message_fields
 
 
 class Message:
@@ -37,5 +37,5 @@ class Message:
 
     @classmethod
     def decode(cls, record: bytes) -> "Message":
-        timestamp, attempts, message_id, body = decode_message(record)
+        timestamp, attempts, message_id, body = message_fields(record)
         return cls(message_id, body, timestamp, attempts)

@@ -29,11 +29,16 @@ def encode_message(timestamp: int, attempts: int, message_id: bytes, body: bytes
     return MESSAGE_HEADER.pack(timestamp, attempts, message_id) + body
 
 
-def decode_message(payload: bytes) -> DecodedMessage:
+def message_fields(payload: bytes) -> tuple[int, int, bytes, bytes]:
+    """``(timestamp, attempts, id, body)``: the hot paths' decoder (a plain tuple)."""
     if len(payload) < MESSAGE_HEADER_SIZE:
         raise ProtocolError(E_BAD_MESSAGE, f"message too short ({len(payload)} bytes)")
     timestamp, attempts, message_id = MESSAGE_HEADER.unpack_from(payload)
-    return DecodedMessage(timestamp, attempts, message_id, bytes(payload[MESSAGE_HEADER_SIZE:]))
+    return timestamp, attempts, message_id, payload[MESSAGE_HEADER_SIZE:]
+
+
+def decode_message(payload: bytes) -> DecodedMessage:
+    return DecodedMessage._make(message_fields(bytes(payload)))
 
 
 def message_frame_header(timestamp: int, attempts: int, message_id: bytes, body_length: int) -> bytes:
