@@ -1,13 +1,14 @@
 # Two entry points: `make run` and `make test`. Both build .venv from scratch
 # when it is missing, so a fresh clone needs nothing but python3; `make test`
 # also installs Java 17 with apt-get when no Java 17+ is found (Spark runs on it)
-# and Debian's chromium and chromium-driver when missing (nsqadmin's browser tests).
+# and Debian's chromium and chromium-driver (nsqadmin's browser tests) and
+# prometheus (the metrics scrape test) when missing.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DATA ?= .data
 
-.PHONY: run test bench java browser clean
+.PHONY: run test bench java browser prometheus clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +39,14 @@ browser:
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium chromium-driver; \
 	fi
 
-test: $(VENV)/.installed-test java browser
+prometheus:
+	@if ! command -v prometheus >/dev/null; then \
+	  echo "the metrics test scrapes with a real Prometheus: installing prometheus with apt-get"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq prometheus; \
+	fi
+
+test: $(VENV)/.installed-test java browser prometheus
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-test java
