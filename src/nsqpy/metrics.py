@@ -50,6 +50,12 @@ class TextFamily:
     def add(self, labels: str, value: int | float) -> None:
         self.lines.append(f"{self.name}{labels} {value}\n")
 
+    def add_rows(self, rows, read) -> None:
+        """One sample per ``(source, labels)`` row, valued ``read(source)``:
+        the whole family in one pass, the cost of a scrape of many topics."""
+        name = self.name
+        self.lines += [f"{name}{labels} {read(source)}\n" for source, labels in rows]
+
     def text(self) -> str:
         return "".join(self.lines)
 

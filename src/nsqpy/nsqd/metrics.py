@@ -86,16 +86,16 @@ class NsqdCollector:
         quantiles = nsqd.options.e2e_processing_latency_percentiles
         latency = TextFamily("nsqd_channel_e2e_processing_latency_seconds", "gauge",
                              "Publish-to-finish latency quantiles over --e2e-processing-latency-window-time.")
-        for topic in list(nsqd.topics.values()):
-            labels = label_text(topic=topic.name)
-            for family, read in topic_families:
-                family.add(labels, read(topic))
-            for channel in list(topic.channels.values()):
-                labels = label_text(topic=topic.name, channel=channel.name)
-                for family, read in channel_families:
-                    family.add(labels, read(channel))
-                if channel.latency is not None:
-                    self._add_latency(latency, topic.name, channel.name, summarize([channel.latency], quantiles))
+        topics = [(topic, label_text(topic=topic.name)) for topic in list(nsqd.topics.values())]
+        channels = [(channel, label_text(topic=topic.name, channel=channel.name))
+                    for topic, _ in topics for channel in list(topic.channels.values())]
+        for family, read in topic_families:
+            family.add_rows(topics, read)
+        for family, read in channel_families:
+            family.add_rows(channels, read)
+        for channel, _ in channels:
+            if channel.latency is not None:
+                self._add_latency(latency, channel.topic.name, channel.name, summarize([channel.latency], quantiles))
         families = [family for family, _ in topic_families + channel_families]
         return families + [latency] if quantiles else families
 
