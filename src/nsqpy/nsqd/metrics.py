@@ -86,8 +86,9 @@ class NsqdCollector:
         quantiles = nsqd.options.e2e_processing_latency_percentiles
         latency = TextFamily("nsqd_channel_e2e_processing_latency_seconds", "gauge",
                              "Publish-to-finish latency quantiles over --e2e-processing-latency-window-time.")
-        topics = [(topic, label_text(topic=topic.name)) for topic in list(nsqd.topics.values())]
-        channels = [(channel, label_text(topic=topic.name, channel=channel.name))
+        # NSQ's name rules ([.a-zA-Z0-9_-], #ephemeral) leave nothing to escape in these labels
+        topics = [(topic, f'{{topic="{topic.name}"}}') for topic in list(nsqd.topics.values())]
+        channels = [(channel, f'{{topic="{topic.name}",channel="{channel.name}"}}')
                     for topic, _ in topics for channel in list(topic.channels.values())]
         for family, read in topic_families:
             family.add_rows(topics, read)
