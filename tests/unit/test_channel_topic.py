@@ -44,6 +44,8 @@ class Subscriber:
     def window(self) -> int:
         return self.ready - self.in_flight_count
 
+    sample_rate = 0  # IDENTIFY's: every message
+
     def samples(self, message) -> bool:
         return True
 

@@ -213,6 +213,7 @@ class Channel:
             clients = clients[self._rotation:] + clients[: self._rotation]
         ready = [c for c in clients if c.window() > 0]
         in_flight, now = self.in_flight, self.clock()
+        held = in_flight.ids
         max_attempts = self.max_attempts
         ttl_ns = self.ttl_ns
         published_before = time.time_ns() - ttl_ns if ttl_ns else 0  # older than this: expired
@@ -230,7 +231,7 @@ class Channel:
                     pending -= 1
                     # sampled out, or a second copy of one in flight (a crash between
                     # rewriting and releasing a disk record leaves two): done with it
-                    if message.id in in_flight or not client.samples(message):
+                    if message.id in held or (client.sample_rate and not client.samples(message)):
                         queue.ack(message)
                         continue
                     if ttl_ns and message.timestamp < published_before and self._expire(message):
@@ -291,9 +292,11 @@ class Channel:
         return message
 
     def _take(self, client, message_id: bytes, code: str, name: str) -> Message:
-        message = self._held(client, message_id, code, name)
-        self.in_flight.remove(message_id)
-        self._released(message)
+        message = self.in_flight.take(message_id, client)
+        if message is None:
+            self._held(client, message_id, code, name)  # raises, saying why
+        client.in_flight_count -= 1
+        message.client = None
         return message
 
     @staticmethod

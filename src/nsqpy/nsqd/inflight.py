@@ -32,6 +32,11 @@ class InFlight:
     def __contains__(self, message_id: bytes) -> bool:
         return message_id in self._messages
 
+    @property
+    def ids(self):
+        """A live view of the ids in flight (for a loop that asks per message)."""
+        return self._messages.keys()
+
     def get(self, message_id: bytes) -> Message | None:
         return self._messages.get(message_id)
 
@@ -49,6 +54,16 @@ class InFlight:
     def remove(self, message_id: bytes) -> Message:
         """Take ``message_id`` out (it must be in flight); its ``client`` is left for the caller."""
         message = self._messages.pop(message_id)
+        self._by_timeout[message.timeout].pop(message_id, None)
+        return message
+
+    def take(self, message_id: bytes, client) -> Message | None:
+        """Take ``message_id`` out if ``client`` holds it (a FIN's or REQ's
+        one lookup); None otherwise, and nothing changes."""
+        message = self._messages.get(message_id)
+        if message is None or message.client is not client:
+            return None
+        del self._messages[message_id]
         self._by_timeout[message.timeout].pop(message_id, None)
         return message
 

@@ -17,7 +17,7 @@ from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
 from ..protocol.identify import DEFAULT_HEARTBEAT_INTERVAL_MS, identify_response, negotiate
 from ..protocol.message import MESSAGE_ID_LENGTH
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
-from ..protocol.v2 import CONFIRM, IGNORED, START_TLS, State, next_state, upgrade_steps
+from ..protocol.v2 import ALLOWED, CONFIRM, START_TLS, State, invalid_in_state, upgrade_steps
 from .auth import AuthError
 from .client import ClientV2
 from .deadline import Deadline
@@ -128,8 +128,11 @@ class V2Protocol(asyncio.Protocol):
                     raise _invalid(f"invalid command {_name(command.name)}")
                 if tls_required and command.name != b"IDENTIFY":
                     raise _invalid(f"cannot {_name(command.name)} in current state (TLS required)")
-                after = next_state(client.state, command.name)
-                if (client.state, command.name) in IGNORED:
+                allowed = ALLOWED[client.state]
+                if command.name not in allowed:
+                    raise invalid_in_state(command.name)
+                after = allowed[command.name]
+                if after is None:  # valid, without effect (RDY after CLS)
                     continue
                 waiting = handler(self, client, command)
                 if waiting is not None:

@@ -37,16 +37,28 @@ TRANSITIONS: dict[State, dict[bytes, State]] = {
 #: Valid, but without effect: a consumer that sent CLS asks for no more messages.
 IGNORED = frozenset({(State.CLOSING, b"RDY")})
 
+#: Every command valid in each state -> the state it leads to, or None when
+#: it is ignored there: one lookup per command on a server's hot path.
+ALLOWED: dict[State, dict[bytes, State | None]] = {
+    state: {**{command: state for command in ANY_STATE},
+            **{command: None if (state, command) in IGNORED else following
+               for command, following in TRANSITIONS[state].items()}}
+    for state in State
+}
+
+
+def invalid_in_state(command: bytes) -> ProtocolError:
+    return ProtocolError(E_INVALID, f"cannot {command.decode('ascii', 'replace')} in current state")
+
 
 def next_state(state: State, command: bytes) -> State:
     """The state after ``command`` succeeds in ``state``; ``E_INVALID`` as
     nsqd words it when the command is not valid there."""
-    if command in ANY_STATE:
-        return state
-    following = TRANSITIONS[state].get(command)
-    if following is None:
-        raise ProtocolError(E_INVALID, f"cannot {command.decode('ascii', 'replace')} in current state")
-    return following
+    allowed = ALLOWED[state]
+    if command not in allowed:
+        raise invalid_in_state(command)
+    following = allowed[command]
+    return state if following is None else following
 
 
 # --- the upgrade after IDENTIFY --------------------------------------------------------------
