@@ -49,11 +49,12 @@ class Subscriber:
     def samples(self, message) -> bool:
         return True
 
-    def deliver(self, message) -> None:
-        message.attempts += 1
-        self.in_flight_count += 1
-        self.received.append(message)
-        self.attempts.append(message.attempts)
+    def deliver(self, messages) -> None:
+        for message in messages:
+            message.attempts += 1
+            self.in_flight_count += 1
+            self.received.append(message)
+            self.attempts.append(message.attempts)
 
     def close(self) -> None:
         pass

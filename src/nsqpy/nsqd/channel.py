@@ -213,7 +213,6 @@ class Channel:
             clients = clients[self._rotation:] + clients[: self._rotation]
         ready = [c for c in clients if c.window() > 0]
         in_flight, now = self.in_flight, self.clock()
-        held = in_flight.ids
         max_attempts = self.max_attempts
         ttl_ns = self.ttl_ns
         published_before = time.time_ns() - ttl_ns if ttl_ns else 0  # older than this: expired
@@ -221,26 +220,32 @@ class Channel:
             share = max(1, pending // len(ready))
             still_ready = []
             for client in ready:
-                sent = 0
                 want = min(share, client.window(), pending)
-                while sent < want:
+                burst, disk_ids = [], set()
+                while len(burst) < want:
                     message = queue.pop()
                     if message is None:
                         pending = 0
                         break
                     pending -= 1
-                    # sampled out, or a second copy of one in flight (a crash between
-                    # rewriting and releasing a disk record leaves two): done with it
-                    if message.id in held or (client.sample_rate and not client.samples(message)):
+                    # a second copy of one in flight (a crash between rewriting and
+                    # releasing a disk record leaves two), or sampled out: done with it
+                    if message.disk_token is not None:
+                        if message.id in in_flight or message.id in disk_ids:
+                            queue.ack(message)
+                            continue
+                        disk_ids.add(message.id)
+                    if client.sample_rate and not client.samples(message):
                         queue.ack(message)
                         continue
                     if ttl_ns and message.timestamp < published_before and self._expire(message):
                         continue
                     if max_attempts and message.attempts >= max_attempts and self._dead_letter(message):
                         continue
-                    in_flight.start(message, client, now, client.msg_timeout)
-                    client.deliver(message)
-                    sent += 1
+                    burst.append(message)
+                if burst:
+                    in_flight.start(burst, client, now, client.msg_timeout)
+                    client.deliver(burst)
                 if client.window() > 0:
                     still_ready.append(client)
                 if not pending:
@@ -261,7 +266,11 @@ class Channel:
 
     def finish(self, client, message_id: bytes) -> None:
         """FIN: the message is done; record its latency, refill the window."""
-        message = self._take(client, message_id, E_FIN_FAILED, "FIN")
+        message = self.in_flight.take(message_id, client)
+        if message is None:
+            raise self._refusal(client, message_id, E_FIN_FAILED, "FIN")
+        message.client = None
+        client.in_flight_count -= 1
         client.finish_count += 1
         if self.latency is not None:
             self.latency.add(time.time_ns() - message.timestamp)
@@ -270,7 +279,11 @@ class Channel:
 
     def requeue(self, client, message_id: bytes, delay: float) -> None:
         """REQ: back to the tail of the queue, or deferred for ``delay`` seconds."""
-        message = self._take(client, message_id, E_REQ_FAILED, "REQ")
+        message = self.in_flight.take(message_id, client)
+        if message is None:
+            raise self._refusal(client, message_id, E_REQ_FAILED, "REQ")
+        message.client = None
+        client.in_flight_count -= 1
         client.requeue_count += 1
         self.requeue_count += 1
         if delay > 0:
@@ -281,23 +294,16 @@ class Channel:
 
     def touch(self, client, message_id: bytes, max_msg_timeout: float) -> None:
         """TOUCH: the message's timeout starts again (up to ``max_msg_timeout`` after delivery)."""
-        self.in_flight.touch(self._held(client, message_id, E_TOUCH_FAILED, "TOUCH"), self.clock(),
-                             max_msg_timeout)
-
-    def _held(self, client, message_id: bytes, code: str, name: str) -> Message:
         message = self.in_flight.get(message_id)
         if message is None or message.client is not client:
-            reason = "ID not in flight" if message is None else "client does not own message"
-            raise ProtocolError(code, f"{name} {message_id.decode('ascii', 'replace')} failed {reason}")
-        return message
+            raise self._refusal(client, message_id, E_TOUCH_FAILED, "TOUCH")
+        self.in_flight.touch(message, self.clock(), max_msg_timeout)
 
-    def _take(self, client, message_id: bytes, code: str, name: str) -> Message:
-        message = self.in_flight.take(message_id, client)
-        if message is None:
-            self._held(client, message_id, code, name)  # raises, saying why
-        client.in_flight_count -= 1
-        message.client = None
-        return message
+    def _refusal(self, client, message_id: bytes, code: str, name: str) -> ProtocolError:
+        """NSQ's error for an answer to a message ``client`` does not hold."""
+        message = self.in_flight.get(message_id)
+        reason = "ID not in flight" if message is None else "client does not own message"
+        return ProtocolError(code, f"{name} {message_id.decode('ascii', 'replace')} failed {reason}")
 
     @staticmethod
     def _released(message: Message) -> None:

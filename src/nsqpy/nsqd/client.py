@@ -101,16 +101,20 @@ class ClientV2:
         """Whether this client takes ``message`` (IDENTIFY's sample_rate)."""
         return not self.sample_rate or random.randrange(100) <= self.sample_rate
 
-    def deliver(self, message) -> None:
-        """Send one message the channel has just put in flight with this client."""
-        attempts = message.attempts = (message.attempts + 1) & 0xFFFF
-        self.in_flight_count += 1
-        self.message_count += 1
-        body = message.body
+    def deliver(self, messages) -> None:
+        """Send a burst of messages the channel has just put in flight with this client."""
         out = self._out
-        out.append(message_frame_header(message.timestamp, attempts, message.id, len(body)))
-        out.append(body)
-        self._out_bytes += FRAME_HEADER_SIZE + MESSAGE_HEADER_SIZE + len(body)
+        size = 0
+        for message in messages:
+            attempts = message.attempts = (message.attempts + 1) & 0xFFFF
+            body = message.body
+            out.append(message_frame_header(message.timestamp, attempts, message.id, len(body)))
+            out.append(body)
+            size += len(body)
+        count = len(messages)
+        self.in_flight_count += count
+        self.message_count += count
+        self._out_bytes += count * (FRAME_HEADER_SIZE + MESSAGE_HEADER_SIZE) + size
         if self._out_bytes >= self.buffer_size:
             self.flush()
         elif not self._flush_scheduled:
