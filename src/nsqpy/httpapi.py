@@ -11,6 +11,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 
+from .logs import LEVELS
 from .net import listen_backlog
 from .options import option_specs
 from .protocol.names import is_valid_channel_name, is_valid_topic_name
@@ -66,6 +67,29 @@ def option_value(options, name: str):
         raise HttpError(400, "INVALID_OPTION")
     value = getattr(options, spec.field)
     return int(round(value * 1e9)) if spec.duration else value
+
+
+def put_log_level(options, log, body: bytes) -> None:
+    """``PUT /config/log_level``: one of NSQ's level names, for the daemon's log from now on."""
+    level = body.decode("utf-8", "replace").strip().lower()
+    if level not in LOG_LEVELS:
+        raise HttpError(400, "INVALID_VALUE")
+    options.log_level = level
+    log.setLevel(LEVELS[level])
+
+
+def address_list(body: bytes, check) -> list[str]:
+    """A ``PUT /config/..._addresses`` body: a JSON list of strings, each
+    accepted by ``check`` (which raises ValueError otherwise)."""
+    try:
+        addresses = json.loads(body)
+        if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
+            raise ValueError
+        for address in addresses:
+            check(address)
+    except (ValueError, RecursionError):
+        raise HttpError(400, "INVALID_VALUE") from None
+    return addresses
 
 
 def topic_param(request: web.Request, invalid: str = "INVALID_ARG_TOPIC") -> str:

@@ -13,8 +13,7 @@ import json
 
 from aiohttp import web
 
-from ..httpapi import LOG_LEVELS, MAX_CONFIG_BODY, HttpError, json_response, option_value, read_body
-from ..logs import LEVELS
+from ..httpapi import MAX_CONFIG_BODY, HttpError, address_list, json_response, option_value, put_log_level, read_body
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from . import aggregate
 from .cluster import AllFailed, semver
@@ -237,20 +236,9 @@ class AdminApi:
             raise HttpError(400, "INVALID_OPTION")
         body = await read_body(request, MAX_CONFIG_BODY, "INVALID_VALUE")
         if name == "log_level":
-            level = body.decode("utf-8", "replace").strip().lower()
-            if level not in LOG_LEVELS:
-                raise HttpError(400, "INVALID_VALUE")
-            self.options.log_level = level
-            self.admin.log.setLevel(LEVELS[level])
+            put_log_level(self.options, self.admin.log, body)
         else:
-            try:
-                addresses = json.loads(body)
-                if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
-                    raise ValueError
-                for address in addresses:
-                    check_upstream_address(address)
-            except ValueError:
-                raise HttpError(400, "INVALID_VALUE") from None
+            addresses = address_list(body, check_upstream_address)
             if not self.options.nsqlookupd_http_addresses or not addresses:
                 raise HttpError(400, "INVALID_VALUE")  # nsqadmin stays in the mode it started in
             self.options.nsqlookupd_http_addresses = addresses

@@ -266,11 +266,7 @@ class Channel:
 
     def finish(self, client, message_id: bytes) -> None:
         """FIN: the message is done; record its latency, refill the window."""
-        message = self.in_flight.take(message_id, client)
-        if message is None:
-            raise self._refusal(client, message_id, E_FIN_FAILED, "FIN")
-        message.client = None
-        client.in_flight_count -= 1
+        message = self._answered(client, message_id, E_FIN_FAILED, "FIN")
         client.finish_count += 1
         if self.latency is not None:
             self.latency.add(time.time_ns() - message.timestamp)
@@ -279,11 +275,7 @@ class Channel:
 
     def requeue(self, client, message_id: bytes, delay: float) -> None:
         """REQ: back to the tail of the queue, or deferred for ``delay`` seconds."""
-        message = self.in_flight.take(message_id, client)
-        if message is None:
-            raise self._refusal(client, message_id, E_REQ_FAILED, "REQ")
-        message.client = None
-        client.in_flight_count -= 1
+        message = self._answered(client, message_id, E_REQ_FAILED, "REQ")
         client.requeue_count += 1
         self.requeue_count += 1
         if delay > 0:
@@ -298,6 +290,15 @@ class Channel:
         if message is None or message.client is not client:
             raise self._refusal(client, message_id, E_TOUCH_FAILED, "TOUCH")
         self.in_flight.touch(message, self.clock(), max_msg_timeout)
+
+    def _answered(self, client, message_id: bytes, code: str, name: str) -> Message:
+        """Out of flight, for the client that holds it; NSQ's error otherwise."""
+        message = self.in_flight.take(message_id, client)
+        if message is None:
+            raise self._refusal(client, message_id, code, name)
+        message.client = None
+        client.in_flight_count -= 1
+        return message
 
     def _refusal(self, client, message_id: bytes, code: str, name: str) -> ProtocolError:
         """NSQ's error for an answer to a message ``client`` does not hold."""

@@ -1,14 +1,13 @@
 """nsqd's HTTP API on aiohttp, with NSQ's paths, status codes and bodies."""
 
-import json
 import socket
 
 from aiohttp import web
 
 from .. import version_line
-from ..httpapi import (LOG_LEVELS, MAX_CONFIG_BODY, HttpError, bool_param, empty_response, json_response,
-                       new_app, option_value, read_body, serve, text_response, topic_and_channel_params, topic_param)
-from ..logs import LEVELS
+from ..httpapi import (MAX_CONFIG_BODY, HttpError, address_list, bool_param, empty_response, json_response,
+                       new_app, option_value, put_log_level, read_body, serve, text_response,
+                       topic_and_channel_params, topic_param)
 from ..metrics import daemon_registry, metrics_endpoint
 from ..net import split_host_port
 from ..protocol import NSQ_VERSION
@@ -334,21 +333,9 @@ class HttpApi:
         body = await read_body(request, MAX_CONFIG_BODY, "INVALID_VALUE")
         nsqd = self.nsqd
         if name == "log_level":
-            level = body.decode("utf-8", "replace").strip()
-            if level not in LOG_LEVELS:
-                raise HttpError(400, "INVALID_VALUE")
-            nsqd.options.log_level = level
-            nsqd.log.setLevel(LEVELS[level])
+            put_log_level(nsqd.options, nsqd.log, body)
         else:
-            try:
-                addresses = json.loads(body)
-                if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
-                    raise ValueError
-                for address in addresses:
-                    split_host_port(address)
-            except (ValueError, RecursionError):
-                raise HttpError(400, "INVALID_VALUE") from None
-            nsqd.set_lookupd_addresses(addresses)
+            nsqd.set_lookupd_addresses(address_list(body, split_host_port))
         return json_response(self._config_value(name))
 
 
