@@ -34,6 +34,22 @@ def parse_duration(text: str) -> float:
     return sign * total
 
 
+def int_in_range(name: str, text, high: int) -> int:
+    """A setting given as text (HTTP, nsqd.dat): ``ValueError`` naming it
+    unless an integer in [0, ``high``]."""
+    value = int(text)
+    if not 0 <= value <= high:
+        raise ValueError(f"{name} {value} must be in [0, {high}]")
+    return value
+
+
+def one_of(name: str, text: str, choices) -> str:
+    """A setting that must be one of ``choices``; ``ValueError`` naming them otherwise."""
+    if text not in choices:
+        raise ValueError(f"{name} {text!r} must be one of {', '.join(choices)}")
+    return text
+
+
 def format_duration(seconds: float) -> str:
     """The inverse, in the shape Go prints (``1m0s``, ``250ms``) for help text."""
     if seconds == 0:

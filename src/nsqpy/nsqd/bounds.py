@@ -10,6 +10,8 @@ HTTP 503; an MPUB is refused whole) until consumers drain the queue, or
 NSQ); ``/topic/config`` and ``/channel/config`` set them per queue.
 """
 
+from ..options import int_in_range, one_of
+
 FULL_POLICIES = ("reject", "drop-oldest")
 MAX_DEPTH_LIMIT = 1 << 62
 
@@ -19,16 +21,11 @@ class QueueFull(Exception):
 
 
 def parse_max_depth(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= MAX_DEPTH_LIMIT:
-        raise ValueError(f"max_depth {value} must be in [0, {MAX_DEPTH_LIMIT}]")
-    return value
+    return int_in_range("max_depth", text, MAX_DEPTH_LIMIT)
 
 
 def parse_full_policy(text: str) -> str:
-    if text not in FULL_POLICIES:
-        raise ValueError(f"full_policy {text!r} must be one of {', '.join(FULL_POLICIES)}")
-    return text
+    return one_of("full_policy", text, FULL_POLICIES)
 
 
 class DepthLimit:

@@ -10,6 +10,7 @@ consumer, nsq_tail or nsqadmin reads like any other. Off by default
 fields Go's nsqd ignores. Clients see nothing of it on the wire.
 """
 
+from ..options import int_in_range
 from ..protocol.names import is_ephemeral, is_valid_topic_name
 
 DEAD_LETTER_SUFFIX = ".dead"
@@ -23,10 +24,7 @@ def default_dead_letter_topic(topic_name: str) -> str:
 def parse_max_attempts(text: str) -> int:
     """``max_attempts`` as given over HTTP or in nsqd.dat; ``ValueError``
     unless an integer in [0, 65535] (0: off)."""
-    value = int(text)
-    if not 0 <= value <= MAX_ATTEMPTS_LIMIT:
-        raise ValueError(f"max_attempts {value} must be in [0, {MAX_ATTEMPTS_LIMIT}]")
-    return value
+    return int_in_range("max_attempts", text, MAX_ATTEMPTS_LIMIT)
 
 
 def is_valid_dead_letter_topic(name: str, source_topic: str) -> bool:

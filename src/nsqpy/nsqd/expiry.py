@@ -10,6 +10,8 @@ dispatch, so it costs a comparison per message and nothing when off.
 Expired messages are counted per channel in ``/stats`` and ``/metrics``.
 """
 
+from ..options import int_in_range, one_of
+
 EXPIRE_ACTIONS = ("drop", "dead-letter")
 MAX_TTL_MS = 10 * 365 * 24 * 3600 * 1000  # ten years: far beyond any sensible TTL, well within int64 ns
 
@@ -17,13 +19,8 @@ MAX_TTL_MS = 10 * 365 * 24 * 3600 * 1000  # ten years: far beyond any sensible T
 def parse_ttl_ms(text: str) -> int:
     """A TTL in milliseconds as given over HTTP or in nsqd.dat (0: none);
     ``ValueError`` unless an integer in [0, ten years]."""
-    value = int(text)
-    if not 0 <= value <= MAX_TTL_MS:
-        raise ValueError(f"ttl_ms {value} must be in [0, {MAX_TTL_MS}]")
-    return value
+    return int_in_range("ttl_ms", text, MAX_TTL_MS)
 
 
 def parse_expire_action(text: str) -> str:
-    if text not in EXPIRE_ACTIONS:
-        raise ValueError(f"expire_action {text!r} must be one of {', '.join(EXPIRE_ACTIONS)}")
-    return text
+    return one_of("expire_action", text, EXPIRE_ACTIONS)
