@@ -1,15 +1,25 @@
 """Python NSQ clients side by side against one nsqd: nsqpy, pynsq, gnsq.
 
-    python bench/client_bench.py [--runfor 5] [--messages 200000]
+    python bench/client_bench.py [--runfor 5] [--messages 200000] [--clients nsqpy,pynsq,gnsq]
+                                 [--baseline SRC] [--rounds N]
 
 Publish: MPUB batches of 200 x 200-byte messages, one batch in flight at a
 time, for --runfor seconds. Consume: --messages messages already queued on
 the client's own channel, max_in_flight 2500, FIN each. Each client runs in
-its own process (gevent and tornado stay apart).
+its own process (gevent and tornado stay apart) and reports the CPU time it
+spent (user + system) beside the wall time: nsqd may be the limit of a step,
+so CPU per message is the client's own cost.
+
+``--baseline SRC`` (a ``src`` folder holding another version of the
+``nsqpy`` package, e.g. ``git archive HEAD~5 src | tar -x -C /tmp/old``)
+adds rows for that version's client against the same nsqd in the same run:
+before and after, measured alike. ``--rounds`` alternates every client that
+many times, so that noise shows as a spread.
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -29,50 +39,70 @@ def post(url: str) -> None:
     urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=10).read()
 
 
-def run(client: str, *args: str) -> dict:
+def run(client: str, *args: str, source: str | None = None) -> dict:
+    """One client process; ``source``: import nsqpy from there instead."""
+    env = {**os.environ, "PYTHONPATH": source} if source else None
     out = subprocess.run([sys.executable, str(HERE / f"{client}_client.py"), *args], capture_output=True,
-                         text=True, timeout=600)
+                         text=True, timeout=600, env=env)
     if out.returncode:
         raise SystemExit(f"{client} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def fill(address: str, topic: str, messages: int) -> None:
+    with SyncProducer(address, timeout=60) as producer:
+        batch = [b"a" * 200] * 1000
+        for _ in range(messages // 1000):
+            producer.multi_publish(topic, batch)
+
+
+def figures(result: dict) -> tuple[float, float]:
+    """Messages per second, and the client's CPU microseconds per message."""
+    return result["messages"] / result["seconds"], result["cpu"] / result["messages"] * 1e6
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--runfor", default="5")
     p.add_argument("--messages", type=int, default=200_000)
+    p.add_argument("--clients", default=",".join(CLIENTS), help=f"comma-separated, of {', '.join(CLIENTS)}")
+    p.add_argument("--baseline", metavar="SRC", help="also the nsqpy client imported from this src folder")
+    p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--compression", action="store_true",
                    help="instead: nsqpy's client plain, with snappy and with deflate")
     args = p.parse_args()
     runs = ([("nsqpy", []), ("nsqpy snappy", ["snappy"]), ("nsqpy deflate", ["deflate"]), ("nsqpy tls", ["tls"]),
              ("nsqpy tls+snappy", ["tls,snappy"]), ("nsqpy tls+deflate", ["tls,deflate"])] if args.compression
-            else [(client, []) for client in CLIENTS])
+            else [(client, []) for client in args.clients.split(",")])
+    if args.baseline:
+        runs += [(f"{label} (baseline)", extra) for label, extra in runs if label.startswith("nsqpy")]
+    runs *= args.rounds
     rows = []
     with tempfile.TemporaryDirectory() as data:
         certs = make_certs(Path(data))
         tls = (f"--tls-cert={certs.server_cert}", f"--tls-key={certs.server_key}")
         with nsqd_process(data, "--mem-queue-size=10000000", *tls) as daemon:
             address = daemon.tcp_address
-            # one topic, one channel per client, all filled before anyone consumes
-            post(f"{daemon.http_url}/topic/create?topic=client_sub")
-            for channel in ("nsqpy", "pynsq", "gnsq", "snappy", "deflate", "tls", "tls_snappy", "tls_deflate"):
-                post(f"{daemon.http_url}/channel/create?topic=client_sub&channel={channel}")
-            with SyncProducer(address, timeout=60) as producer:
-                batch = [b"a" * 200] * 1000
-                for _ in range(args.messages // 1000):
-                    producer.multi_publish("client_sub", batch)
-            for label, extra in runs:
+            for number, (label, extra) in enumerate(runs):
                 client = label.split()[0]
+                source = args.baseline if label.endswith("(baseline)") else None
+                # the consume step reads a topic of its own, filled beforehand, on the channel that client uses
+                topic, channel = f"client_sub_{number}", extra[0].replace(",", "_") if extra else client
+                post(f"{daemon.http_url}/topic/create?topic={topic}")
+                post(f"{daemon.http_url}/channel/create?topic={topic}&channel={channel}")
+                fill(address, topic, args.messages)
                 extra = extra + [certs.ca] if extra else extra
-                pub = run(client, "pub", address, f"client_pub_{len(rows)}", args.runfor, *extra)
-                sub = run(client, "sub", address, "client_sub", str(args.messages), *extra)
-                rows.append((label, pub["messages"] / pub["seconds"], sub["messages"] / sub["seconds"]))
-                print(f"{label}: publish {rows[-1][1]:,.0f} msgs/s, consume {rows[-1][2]:,.0f} msgs/s", flush=True)
+                pub = run(client, "pub", address, f"client_pub_{number}", args.runfor, *extra, source=source)
+                sub = run(client, "sub", address, topic, str(args.messages), *extra, source=source)
+                rows.append((label, *figures(pub), *figures(sub)))
+                print(f"{label}: publish {rows[-1][1]:,.0f} msgs/s ({rows[-1][2]:.2f} µs CPU/msg), "
+                      f"consume {rows[-1][3]:,.0f} msgs/s ({rows[-1][4]:.2f} µs CPU/msg)", flush=True)
     print()
-    print("| client | publish (MPUB 200) msgs/s | consume (max_in_flight 2500) msgs/s |")
-    print("|---|---:|---:|")
-    for client, pub, sub in rows:
-        print(f"| {client} | {pub:,.0f} | {sub:,.0f} |")
+    print("| client | publish (MPUB 200) msgs/s | client CPU µs/msg | consume (max_in_flight 2500) msgs/s "
+          "| client CPU µs/msg |")
+    print("|---|---:|---:|---:|---:|")
+    for client, pub, pub_cpu, sub, sub_cpu in rows:
+        print(f"| {client} | {pub:,.0f} | {pub_cpu:.2f} | {sub:,.0f} | {sub_cpu:.2f} |")
 
 
 if __name__ == "__main__":

@@ -17,11 +17,11 @@ if mode == "pub":
     producer = gnsq.Producer([address])
     producer.start()
     sent = 0
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     while time.perf_counter() - started < amount:
         producer.multipublish(topic, batch)
         sent += 200
-    result = {"messages": sent, "seconds": time.perf_counter() - started}
+    result = {"messages": sent, "seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu}
     producer.close()
 else:
     target = int(amount)
@@ -33,9 +33,10 @@ else:
         state["count"] += 1
         if state["count"] == target:
             state["seconds"] = time.perf_counter() - started
+            state["cpu"] = time.process_time() - cpu
             consumer.close()
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     consumer.start(block=True)
-    result = {"messages": state["count"], "seconds": state["seconds"]}
+    result = {"messages": state["count"], "seconds": state["seconds"], "cpu": state["cpu"]}
 print(json.dumps(result))

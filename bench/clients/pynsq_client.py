@@ -13,7 +13,7 @@ result = {}
 
 if mode == "pub":
     batch = [b"a" * 200] * 200
-    state = {"sent": 0, "started": None}
+    state = {"sent": 0, "started": None, "cpu": None}
     writer = nsq.Writer([address])
 
     def publish(conn=None, data=None):
@@ -22,10 +22,10 @@ if mode == "pub":
         if data is not None:
             state["sent"] += 200
         if state["started"] is None:
-            state["started"] = time.perf_counter()
+            state["started"], state["cpu"] = time.perf_counter(), time.process_time()
         elapsed = time.perf_counter() - state["started"]
         if elapsed >= amount:
-            result.update(messages=state["sent"], seconds=elapsed)
+            result.update(messages=state["sent"], seconds=elapsed, cpu=time.process_time() - state["cpu"])
             loop.stop()
             return
         writer.mpub(topic, batch, publish)
@@ -33,12 +33,13 @@ if mode == "pub":
     loop.call_later(0.5, publish)
 else:
     target = int(amount)
-    state = {"count": 0, "started": time.perf_counter()}
+    state = {"count": 0, "started": time.perf_counter(), "cpu": time.process_time()}
 
     def handler(message):
         state["count"] += 1
         if state["count"] == target:
-            result.update(messages=target, seconds=time.perf_counter() - state["started"])
+            result.update(messages=target, seconds=time.perf_counter() - state["started"],
+                          cpu=time.process_time() - state["cpu"])
             loop.stop()
         return True
 
