@@ -25,16 +25,21 @@ if (_MAJOR, _MINOR) < (4, 2):
     raise ImportError(f"nsqpy.spark needs PySpark 4.2 or newer (found {pyspark.__version__}): "
                       f"{INSTALL_HINT}")
 
-from pyspark.sql.datasource import DataSource  # noqa: E402 - after the version check
+from pyspark.errors import PySparkNotImplementedError  # noqa: E402 - after the version check
+from pyspark.sql.datasource import DataSource  # noqa: E402
 
 from .options import OptionError, SinkOptions, SourceOptions  # noqa: E402
+from .partitioned import NSQPartitionedReader  # noqa: E402
 from .preflight import Unreachable, reach  # noqa: E402
 from .sink import NSQStreamWriter, NSQWriter, PublishError  # noqa: E402
 from .source import NSQStreamReader, source_schema  # noqa: E402
 
 
 class NSQDataSource(DataSource):
-    """The ``nsq`` format: ``readStream`` (a channel), ``write`` and ``writeStream`` (a topic)."""
+    """The ``nsq`` format: ``readStream`` (a channel), ``write`` and ``writeStream`` (a topic).
+
+    Two readers: ``reader=driver`` (the default, ``source.py``) and
+    ``reader=executors`` (``partitioned.py``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -45,11 +50,22 @@ class NSQDataSource(DataSource):
         its nodes reached once, here: a mistake fails ``load()`` at once in
         one line rather than the started query."""
         options = SourceOptions.parse(self.options)
+        if options.reader == "executors" and not options.wal_path:
+            raise OptionError("option reader=executors needs walPath: storage every executor sees, where a "
+                              "partition's rows are kept until its batch commits (e.g. <checkpoint>/nsq-wal)")
         try:
             reach(options)
         except Unreachable as error:
             raise OptionError(str(error)) from None
         return source_schema(options.dedup_key)
+
+    def streamReader(self, schema):
+        """``reader=executors``; otherwise Spark falls back to the driver reader."""
+        options = SourceOptions.parse(self.options)
+        if options.reader != "executors":
+            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
+                                             messageParameters={"feature": "streamReader"})
+        return NSQPartitionedReader(options)
 
     def simpleStreamReader(self, schema):
         return NSQStreamReader(SourceOptions.parse(self.options))

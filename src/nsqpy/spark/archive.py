@@ -23,9 +23,11 @@ from pyspark.sql import functions as F
 from . import drain
 from .backlog import channel_lag, find_http_addresses
 from .ledger import position
+from .options import lowered
 from .uncommitted import remove_uncommitted
 
 DRAIN_FILE = "nsq-drain"
+WAL_DIR = "nsq-wal"  # the source's log, when the executors reader is not given a walPath
 
 
 def drain_file(checkpoint_dir: str) -> str:
@@ -36,9 +38,13 @@ def start_archive(spark, source_options: dict, output_dir: str, checkpoint_dir: 
                   trigger: str | None = None, available_now: bool = False):
     """Start the archive query; ``source_options`` are the ``nsq`` source's.
     Files a killed run left uncommitted are removed first, so that every
-    Parquet reader sees exactly the committed batches."""
+    Parquet reader sees exactly the committed batches. With
+    ``reader=executors`` and no ``walPath``, the log goes under the checkpoint."""
     os.makedirs(checkpoint_dir, exist_ok=True)
     remove_uncommitted(output_dir, checkpoint_dir)
+    named = lowered(source_options)
+    if named.get("reader", "").lower() == "executors" and "walpath" not in named:
+        source_options = {**source_options, "walPath": os.path.join(os.path.abspath(checkpoint_dir), WAL_DIR)}
     drain_request = drain_file(checkpoint_dir)
     drain.clear(drain_request)
     messages = (spark.readStream.format("nsq").options(**source_options)

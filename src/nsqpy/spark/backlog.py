@@ -14,6 +14,7 @@ confirmed, never assumed).
 import json
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 
 from ..client.discovery import NSQ_ACCEPT, lookup_url
 from ..net import split_host_port
@@ -31,20 +32,50 @@ def _http_url(address: str) -> str:
     return address if "://" in address else f"http://{address}"
 
 
-def nsqd_http_addresses(lookupd_addresses, topic: str) -> list[str]:
-    """``host:http_port`` of every nsqd any lookupd lists for ``topic``."""
+def _producers(lookupd_addresses, topic: str) -> list[dict]:
+    """Every nsqd any lookupd lists for ``topic`` (lookupds that fail are skipped)."""
     found = []
     for lookupd in lookupd_addresses:
         url = lookup_url(lookupd) + "?" + urllib.parse.urlencode({"topic": topic})
         try:
-            producers = _get_json(url).get("producers") or []
+            found.extend(_get_json(url).get("producers") or [])
         except OSError:  # a lookupd down, or the topic unknown (404)
             continue
-        for producer in producers:
-            address = f"{producer['broadcast_address']}:{producer['http_port']}"
-            if address not in found:
-                found.append(address)
     return found
+
+
+def nsqd_http_addresses(lookupd_addresses, topic: str) -> list[str]:
+    """``host:http_port`` of every nsqd any lookupd lists for ``topic``."""
+    found = []
+    for producer in _producers(lookupd_addresses, topic):
+        address = f"{producer['broadcast_address']}:{producer['http_port']}"
+        if address not in found:
+            found.append(address)
+    return found
+
+
+@dataclass(frozen=True)
+class Node:
+    """One nsqd as the executors reader plans it: where to read, where to ask its depth."""
+    tcp_address: str
+    http_address: str | None
+
+
+def find_nodes(nsqd_tcp, nsqd_http, lookupd_http, topic: str) -> list[Node]:
+    """The nsqd given (their HTTP addresses in the same order, or found
+    beside the TCP port) and those nsqlookupd lists for ``topic``."""
+    if len(nsqd_http) == len(nsqd_tcp):
+        nodes = [Node(tcp, http) for tcp, http in zip(nsqd_tcp, nsqd_http)]
+    else:
+        nodes = [Node(tcp, http_address_beside(tcp)) for tcp in nsqd_tcp]
+    known = {node.tcp_address for node in nodes}
+    for producer in _producers(lookupd_http, topic):
+        host = producer["broadcast_address"]
+        node = Node(f"{host}:{producer['tcp_port']}", f"{host}:{producer['http_port']}")
+        if node.tcp_address not in known:
+            known.add(node.tcp_address)
+            nodes.append(node)
+    return nodes
 
 
 def http_address_beside(tcp_address: str) -> str | None:
@@ -93,7 +124,12 @@ def _channel_counts(http_addresses, topic: str, channel: str, fields: tuple[str,
 def channel_backlog(http_addresses, topic: str, channel: str) -> int:
     """Messages ready for ``channel`` (neither deferred nor in flight) summed
     over the nodes; a node that does not answer counts as empty."""
-    return sum(_channel_counts([address], topic, channel, ("depth",)) or 0 for address in http_addresses)
+    return sum(node_backlog(address, topic, channel) or 0 for address in http_addresses)
+
+
+def node_backlog(http_address: str, topic: str, channel: str) -> int | None:
+    """Messages ready for ``channel`` on one nsqd; None when it does not answer."""
+    return _channel_counts([http_address], topic, channel, ("depth",))
 
 
 def channel_lag(http_addresses, topic: str, channel: str) -> int | None:

@@ -96,6 +96,15 @@ class Fetcher:
         self._loop.call_soon_threadsafe(self._taken.update, ((m.id, m) for m in batch))
         return batch
 
+    def pause(self) -> None:
+        """Ask nsqd for nothing more (RDY 0), before FINs free room for more:
+        what a one-batch reader (a partition) calls once it has its batch."""
+        self._call(self._pause(), _ANSWER_TIMEOUT)
+
+    async def _pause(self) -> None:
+        self._consumer.change_max_in_flight(0)
+        await self._consumer.flushed()
+
     def finish(self, messages) -> list:
         """FIN, and wait until the FINs are written to the sockets. Returns the
         messages whose connection closed first: nsqd will deliver them again."""

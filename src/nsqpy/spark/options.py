@@ -20,7 +20,7 @@ class OptionError(ValueError):
     """An option is missing or unusable; the message names it."""
 
 
-def _lower(options) -> dict[str, str]:
+def lowered(options) -> dict[str, str]:
     return {str(key).lower(): str(value) for key, value in dict(options or {}).items()}
 
 
@@ -82,8 +82,17 @@ def _topic(options: dict) -> str:
     return topic
 
 
+def _reader(options: dict) -> str:
+    reader = options.get("reader", "driver").lower()
+    if reader not in READERS:
+        raise OptionError(f"option reader: {reader!r} is not one of {', '.join(READERS)}")
+    return reader
+
+
 _SOURCE_OPTIONS = {"topic", "channel", "nsqd_tcp_addresses", "lookupd_http_addresses", "nsqd_http_addresses",
-                   "max_messages_per_batch", "batch_wait", "idle_timeout", "walpath", "drain_file", "dedup_key"}
+                   "max_messages_per_batch", "batch_wait", "idle_timeout", "walpath", "drain_file", "dedup_key",
+                   "reader", "max_messages_per_partition"}
+READERS = ("driver", "executors")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,11 +108,13 @@ class SourceOptions:
     wal_path: str
     drain_file: str
     dedup_key: bool
+    reader: str  # "driver": one consumer in Spark's driver; "executors": partitions read by tasks
+    max_messages_per_partition: int  # the executors reader's cap on what one task reads
     config: Config
 
     @classmethod
     def parse(cls, raw) -> "SourceOptions":
-        options = _lower(raw)
+        options = lowered(raw)
         _refuse_unknown(options, _SOURCE_OPTIONS)
         channel = options.get("channel", "")
         if not is_valid_channel_name(channel):
@@ -124,6 +135,8 @@ class SourceOptions:
             idle_timeout=_number(options, "idle_timeout", 2.0),
             wal_path=options.get("walpath", ""), drain_file=options.get("drain_file", ""),
             dedup_key=_convert("dedup_key", bool, options.get("dedup_key", "false")),
+            reader=_reader(options),
+            max_messages_per_partition=_number(options, "max_messages_per_partition", 20000, int, minimum=1),
             config=config,
         )
 
@@ -141,7 +154,7 @@ class SinkOptions:
 
     @classmethod
     def parse(cls, raw) -> "SinkOptions":
-        options = _lower(raw)
+        options = lowered(raw)
         nsqd = _addresses(options, "nsqd_tcp_addresses")
         if not nsqd:
             raise OptionError("give nsqd_tcp_addresses (comma-separated host:port) to publish to")

@@ -1,0 +1,187 @@
+"""Reading a channel on the executors: the ``nsq`` source with ``reader=executors``.
+
+The driver only plans. For each micro-batch it asks every nsqd how many
+messages wait for the channel (``/stats``) and cuts them into partitions,
+several per node when one node has much waiting (``plan.py``); Spark's
+tasks then read the partitions in parallel, each with its own connections
+to its nsqd. So reading grows with the executors and the nodes, where the
+driver reader (``source.py``) passes every message through one process.
+
+nsqd cannot replay, so a task FINishes nothing before its rows are durable
+where the batch can be read again: it receives its share, writes the rows
+to the partition log (``wal.PartitionLog``, under ``walPath``), then
+FINishes them and waits until nsqd confirms (CLS, CLOSE_WAIT). A task that
+finds its partition's file (Spark retried it, or runs the batch again after
+a restart from the checkpoint) returns those rows and does not touch nsqd;
+one that finds none reads nsqd, since nothing of it was FINished. The log
+of a batch is deleted once the batch commits (Spark's default micro-batch
+engine: asynchronous progress tracking commits out of that order).
+
+The guarantee, with Spark's default micro-batch engine and an idempotent
+sink (the file sink, ``foreachBatch`` keyed by batch id): every message is
+archived exactly once, through task retries, executor and driver kills,
+Ctrl-C and nsqd restarts. One window remains: nsqd not confirming a
+partition's FINs (its connection drops, or the task dies, after the log
+write and before CLOSE_WAIT). Then nsqd delivers those messages again; the
+partition stays in the log's ``watch/`` and later partitions drop the
+redeliveries, for ``wal.WATCH_SECONDS``. A copy can appear only when a
+redelivery comes later than that, or the log is lost; it has the same
+``id`` (the dedup column) and a higher ``attempts``.
+
+``walPath`` must be storage every executor sees (a shared mount, HDFS,
+S3); ``start_archive`` puts it under the checkpoint.
+"""
+
+import dataclasses
+import logging
+import os
+import time
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+from . import drain
+from .backlog import find_nodes, node_backlog
+from .fetcher import Fetcher
+from .options import SourceOptions
+from .plan import batch_number, initial_offset, next_offset, plan_batch
+from .source import source_schema, to_record_batch
+from .wal import PartitionLog
+
+log = logging.getLogger("nsqpy.spark")
+
+
+@dataclasses.dataclass(frozen=True)
+class NSQPartition(InputPartition):
+    """What one task reads: up to ``max_messages`` from one nsqd, logged as (``batch``, ``index``)."""
+    batch: int
+    index: int
+    nsqd_tcp_address: str
+    max_messages: int
+
+
+class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Built in the driver's reader process and cloudpickled to the tasks,
+    which only call ``read(partition)``: it holds options and plain state."""
+
+    def __init__(self, options: SourceOptions):
+        self.options = options
+        self.schema = source_schema(options.dedup_key)
+        self._left: dict[str, int] | None = None  # under availableNow: what each node may still give
+        self._unconfirmed = 0  # archived messages whose FINs nsqd did not confirm, this run
+
+    # --- the driver: planning and committing ---------------------------------------------
+
+    def initialOffset(self) -> dict:
+        return initial_offset()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Read what waits now: each node's depth when the query starts."""
+        self._left = self._backlogs()
+        log.info("nsq source: available now: %d messages in %s/%s", sum(self._left.values()),
+                 self.options.topic, self.options.channel)
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        """The next batch's plan from what waits at each node (the read limit
+        is ``max_messages_per_batch``, as for the driver reader). Asked only
+        once the batch ending at ``start`` has committed, so its log goes
+        here: ``commit()`` is not called for the last batch of a run."""
+        self._settle(batch_number(start))
+        if self._drain_requested():
+            return start
+        backlogs = self._backlogs()
+        if self._left is not None:
+            backlogs = {address: min(count, self._left.get(address, 0)) for address, count in backlogs.items()}
+        plan = plan_batch(backlogs, self.options.max_messages_per_batch, self.options.max_messages_per_partition)
+        if self._left is not None:
+            for address, count in plan:
+                self._left[address] -= count
+        return next_offset(start, plan)
+
+    def partitions(self, start: dict, end: dict):
+        if batch_number(end) == batch_number(start):
+            return []
+        return [NSQPartition(batch_number(end), index, address, count)
+                for index, (address, count) in enumerate(end["plan"])]
+
+    def commit(self, end: dict) -> None:
+        self._settle(batch_number(end))
+
+    def _settle(self, committed: int) -> None:
+        watched = PartitionLog(self.options.wal_path).settle(committed, time.time())
+        if watched:
+            self._unconfirmed += watched
+            log.warning("nsq source: nsqd did not confirm the FINs of %d archived messages; their "
+                        "redeliveries will be dropped", watched)
+
+    def _backlogs(self) -> dict[str, int]:
+        """Messages waiting at each node; a node whose HTTP API does not
+        answer (or is unknown) gives nothing this batch."""
+        options = self.options
+        backlogs = {}
+        for node in find_nodes(options.nsqd_tcp_addresses, options.nsqd_http_addresses,
+                               options.lookupd_http_addresses, options.topic):
+            count = node_backlog(node.http_address, options.topic, options.channel) if node.http_address else None
+            if count is None:
+                log.warning("nsq source: cannot ask nsqd %s how much waits (HTTP address %s); not read this "
+                            "batch", node.tcp_address, node.http_address or "unknown")
+            backlogs[node.tcp_address] = count or 0
+        return backlogs
+
+    def _drain_requested(self) -> bool:
+        """A graceful stop: nothing is held between batches (each task
+        answered its own messages), so it reads no more and reports what
+        nsqd did not confirm."""
+        drain_file = self.options.drain_file
+        if not drain_file or not os.path.exists(drain_file):
+            return False
+        if drain.read_report(drain_file) is None:
+            drain.write_report(drain_file, released=0, unconfirmed=self._unconfirmed)
+        return True
+
+    # --- a task: reading one partition ---------------------------------------------------
+
+    def read(self, partition: NSQPartition):
+        partition_log = PartitionLog(self.options.wal_path)
+        logged = partition_log.read(partition.batch, partition.index)
+        if logged is not None:
+            log.info("nsq source: batch %d partition %d replayed from the log", partition.batch, partition.index)
+            return iter(logged)
+        rows = self._receive(partition, partition_log)
+        return iter([rows] if rows is not None else [])
+
+    def _receive(self, partition: NSQPartition, partition_log: PartitionLog):
+        """Receive, log, then FIN and wait for nsqd's confirmation."""
+        options = self.options
+        fetcher = Fetcher(dataclasses.replace(
+            options, nsqd_tcp_addresses=(partition.nsqd_tcp_address,), lookupd_http_addresses=(),
+            config=dataclasses.replace(options.config, max_in_flight=partition.max_messages)))
+        try:
+            messages = fetcher.take(partition.max_messages, options.idle_timeout, options.batch_wait)
+            fetcher.pause()
+            messages = self._drop_redeliveries(messages, fetcher, partition_log)
+            rows = None
+            if messages:
+                rows = to_record_batch(messages, options.topic, self.schema, options.dedup_key)
+                partition_log.write(partition.batch, partition.index, rows)
+            orphans = fetcher.finish(messages)
+            stopped = fetcher.stop()
+            if messages and not orphans and not stopped.unconfirmed:
+                partition_log.confirm(partition.batch, partition.index)
+            return rows
+        finally:
+            fetcher.close()
+
+    @staticmethod
+    def _drop_redeliveries(messages, fetcher: Fetcher, partition_log: PartitionLog) -> list:
+        """FIN, unarchived, the messages an unconfirmed partition archived already."""
+        if not messages:
+            return messages
+        archived = partition_log.watched_ids()
+        if not archived:
+            return messages
+        copies = [m for m in messages if m.id.decode("ascii") in archived]
+        if copies:
+            log.warning("nsq source: dropped %d redeliveries of archived messages", len(copies))
+            fetcher.finish(copies)
+        return [m for m in messages if m.id.decode("ascii") not in archived]
