@@ -4,22 +4,24 @@ flight or requeued at the moment of the crash. Duplicates are allowed
 (at-least-once); loss is not."""
 
 import random
+from collections import Counter
 import threading
 import time
 
 from nsqpy.localcluster import nsqd_process
 from nsqpy.protocol import commands as cmd
-from tests.support.wire import Closed, WireConn, http
+from tests.support.wire import Closed, WireConn, http, http_json
 
 SAFE = ("--mem-queue-size=0", "--sync-every=1")
 
 
-def publish_until_closed(daemon, prefix: str, acked: list) -> None:
+def publish_until_closed(daemon, topic: str, prefix: str, acked: list) -> None:
+    """PUB (and every fourth a DPUB of 200 ms) until nsqd goes away."""
     try:
         with WireConn(daemon.tcp_hostport, timeout=2) as c:
             for i in range(100_000):
                 body = f"{prefix}-{i}".encode()
-                c.send(cmd.pub("crash", body) if i % 4 else cmd.dpub("crash", 200, body))
+                c.send(cmd.pub(topic, body) if i % 4 else cmd.dpub(topic, 200, body))
                 c.expect_ok()
                 acked.append(body)
     except (Closed, OSError, TimeoutError, AssertionError):
@@ -55,7 +57,7 @@ def test_kill_9_loses_no_acknowledged_message(tmp_path):
         try:
             assert http("POST", f"{daemon.http_url}/topic/create?topic=crash")[0] == 200
             assert http("POST", f"{daemon.http_url}/channel/create?topic=crash&channel=ch")[0] == 200
-            workers = [threading.Thread(target=publish_until_closed, args=(daemon, f"r{round_}", acked)),
+            workers = [threading.Thread(target=publish_until_closed, args=(daemon, "crash", f"r{round_}", acked)),
                        threading.Thread(target=consume_until_closed, args=(daemon, finished))]
             for worker in workers:
                 worker.start()
@@ -102,3 +104,55 @@ def test_deferred_publishes_keep_their_delay_across_kill_9(tmp_path):
             assert message.body == b"in 2.5 s" and time.monotonic() - sent >= 2.4
             c.send(cmd.fin(message.id))
             c.expect_nothing(0.3)
+
+
+def requeue_until_closed(daemon, topic: str) -> None:
+    try:
+        with WireConn(daemon.tcp_hostport, timeout=2) as c:
+            c.subscribe(topic, "ch", rdy=50)
+            while True:
+                c.send(cmd.req(c.message(timeout=2).id, 0))
+    except (Closed, OSError, TimeoutError, AssertionError):
+        pass
+
+
+def test_kill_9_while_dead_lettering_loses_nothing_and_dead_letters_nothing_twice(tmp_path):
+    """--max-attempts=1 and every delivery requeued: each message is dead-lettered
+    on its second dispatch, all the time, while kill -9 lands wherever it lands.
+    Every acknowledged PUB ends up on the dead-letter topic exactly once."""
+    data = tmp_path / "dead-lettering"
+    data.mkdir()
+    rng = random.Random(11)
+    acked: list[bytes] = []
+    flags = (*SAFE, "--max-attempts=1")
+    for round_ in range(3):
+        daemon = nsqd_process(str(data), *flags).start()
+        try:
+            for path in ("topic/create?topic=poison", "channel/create?topic=poison&channel=ch",
+                         "topic/create?topic=poison.dead", "channel/create?topic=poison.dead&channel=dl"):
+                assert http("POST", f"{daemon.http_url}/{path}")[0] == 200
+            workers = [threading.Thread(target=publish_until_closed, args=(daemon, "poison", f"r{round_}", acked)),
+                       threading.Thread(target=requeue_until_closed, args=(daemon, "poison"))]
+            for worker in workers:
+                worker.start()
+            time.sleep(rng.uniform(0.5, 2.0))
+            daemon.process.kill()
+            daemon.process.wait(5)
+            for worker in workers:
+                worker.join(10)
+        finally:
+            daemon.kill()
+    assert len(acked) > 30, "the load did not get going"
+
+    with nsqd_process(str(data), *flags) as daemon:
+        requeue_until_closed(daemon, "poison")  # what was never delivered goes the same way
+        with WireConn(daemon.tcp_hostport) as c:
+            c.subscribe("poison.dead", "dl", rdy=200)
+            dead = c.drain(quiet=2)
+        stats = http_json("GET", f"{daemon.http_url}/stats?format=json&topic=poison")[1]
+    lost = set(acked) - set(dead)
+    assert not lost, f"{len(lost)} acknowledged messages never dead-lettered, e.g. {sorted(lost)[:5]}"
+    twice = [body for body, count in Counter(dead).items() if count > 1]
+    assert not twice, f"{len(twice)} messages dead-lettered more than once, e.g. {twice[:5]}"
+    assert stats["topics"][0]["channels"][0]["depth"] == 0
+    print(f"\n{len(acked)} acknowledged, {len(dead)} dead-lettered once each")

@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.wire import http, http_json, wait_until
+from nsqpy.diskqueue import DiskQueue
+from nsqpy.localcluster import nsqd_process
+from nsqpy.nsqd.message import Message
+from nsqpy.protocol.message import MESSAGE_HEADER_SIZE
+from tests.support.wire import WireConn, http, http_json, wait_until
 
 PEER = Path(__file__).parent / "peers" / "gnsq_dead_letter_peer.py"
 
@@ -124,3 +128,49 @@ def test_a_topic_too_long_for_its_default_dead_letter_name_needs_one_named(start
     _, config = http_json("POST", f"{url}/channel/config?topic={long_topic}&channel=ch&max_attempts=5"
                                   "&dead_letter_topic=long.dead")
     assert (config["max_attempts"], config["dead_letter_topic"]) == (5, "long.dead")
+
+
+def offline_queue(data_path, name: str) -> DiskQueue:
+    """A channel's disk queue opened as nsqd opens it, while nsqd is stopped."""
+    return DiskQueue(name, str(data_path), max_bytes_per_file=100 * 1024 * 1024, min_msg_size=MESSAGE_HEADER_SIZE,
+                     max_msg_size=1024 * 1024 + MESSAGE_HEADER_SIZE, sync_every=1)
+
+
+@pytest.mark.parametrize("copy_made", [True, False], ids=["copy-made", "copy-not-made"])
+def test_a_dead_letter_cut_short_by_a_crash_is_settled_at_startup(tmp_path, copy_made):
+    """The state kill -9 leaves between the copy to the dead-letter topic and
+    the release at the source, made by hand: the message is dead-lettered
+    exactly once after the restart, whether the copy was made or not."""
+    data = tmp_path / "data"
+    data.mkdir()
+    flags = ("--mem-queue-size=0", "--sync-every=1", "--max-attempts=1")
+    with nsqd_process(str(data), *flags) as daemon:
+        for path in ("topic/create?topic=poison", "channel/create?topic=poison&channel=ch",
+                     "topic/create?topic=poison.dead", "channel/create?topic=poison.dead&channel=dl"):
+            assert http("POST", f"{daemon.http_url}/{path}")[0] == 200
+        assert http("POST", f"{daemon.http_url}/pub?topic=poison", b"poison-pill")[0] == 200
+        with WireConn(daemon.tcp_hostport) as c:  # delivered once, then the consumer goes away
+            c.subscribe("poison", "ch", rdy=1)
+            assert c.message(timeout=5).attempts == 1
+    # nsqd stopped cleanly; "ch" holds the message with one attempt: next dispatch dead-letters it
+    source = offline_queue(data, "poison:ch")
+    record, token = source.get_with_token()
+    source.begin_move(token)  # what the channel writes before it copies
+    source.close()
+    if copy_made:
+        copy = Message.decode(record)
+        dead = offline_queue(data, "poison.dead:dl")
+        dead.put(Message(copy.id, copy.body, copy.timestamp).encode())
+        dead.close()
+
+    with nsqd_process(str(data), *flags) as daemon:
+        dead_letters = []
+        for subscribe in ("dead-letter topic first", "then the source", "then the dead-letter topic again"):
+            with WireConn(daemon.tcp_hostport) as c:
+                if subscribe == "then the source":
+                    c.subscribe("poison", "ch", rdy=10)
+                    c.expect_nothing(1.0)  # dead-lettered now, or settled at startup
+                else:
+                    c.subscribe("poison.dead", "dl", rdy=10)
+                    dead_letters += c.drain(quiet=1.0)
+        assert dead_letters == [b"poison-pill"]

@@ -109,10 +109,69 @@ def test_unacknowledged_records_come_back_after_a_crash(tmp_path):
     assert segment_numbers(tmp_path) == [0, 1, 2]  # segment 0 still holds record 2
     # a crash: no close(); what the meta file says is what a restart sees
     again = make(tmp_path)
-    redelivered = []
-    while (r := again.get()) is not None:
-        redelivered.append(r)
-    assert redelivered == records[2:]  # from the oldest unacknowledged record on
+    assert again.depth == 4
+    # the unacknowledged ones and the unread ones; 3-8, acknowledged out of order, not again
+    assert drain(again) == [records[2], records[9], records[10], records[11]]
+    again.close()
+
+
+def drain(q: DiskQueue) -> list[bytes]:
+    taken = []
+    while (r := q.get()) is not None:
+        taken.append(r)
+    return taken
+
+
+def records_from_read_position(path) -> tuple[int, int]:
+    """What go-diskqueue sees: (the meta file's depth, the records actually
+    between its read and write positions)."""
+    depth, read, write = (path / "q.diskqueue.meta.dat").read_text().split("\n")[:3]
+    (read_file, read_pos), (write_file, write_pos) = (tuple(map(int, line.split(","))) for line in (read, write))
+    count = 0
+    for number in range(read_file, write_file + 1):
+        data = (path / f"q.diskqueue.{number:06d}.dat").read_bytes()
+        pos = read_pos if number == read_file else 0
+        end = write_pos if number == write_file else len(data)
+        while pos < end:
+            pos += 4 + struct.unpack_from(">i", data, pos)[0]
+            count += 1
+    return int(depth), count
+
+
+def test_out_of_order_acks_survive_two_crashes_and_go_still_reads_the_meta(tmp_path):
+    q = make(tmp_path)
+    records = [b"%02d" % i * 10 for i in range(12)]
+    for r in records:
+        q.put(r)
+    taken = [q.get_with_token() for _ in range(8)]
+    for i in (1, 2, 4, 5, 6):  # 0, 3 and 7 stay outstanding
+        q.ack(taken[i][1])
+    depth, present = records_from_read_position(tmp_path)
+    assert depth == present == 12
+    # first crash; after it, 0 is read and kept outstanding, so 1 and 2 (passed
+    # over) must stay listed behind it
+    again = make(tmp_path)
+    assert again.depth == 7
+    first, token = again.get_with_token()
+    assert first == records[0]
+    assert again.get_with_token()[0] == records[3]
+    assert records_from_read_position(tmp_path) == (12, 12)
+    # second crash
+    third = make(tmp_path)
+    assert drain(third) == [records[0], records[3], records[7], *records[8:]]
+    assert records_from_read_position(tmp_path) == (0, 0)
+    third.close()
+
+
+def test_a_meta_line_of_acks_that_does_not_fit_is_ignored(tmp_path):
+    q = make(tmp_path)
+    records = [b"%02d" % i * 10 for i in range(3)]
+    for r in records:
+        q.put(r)
+    meta = tmp_path / "q.diskqueue.meta.dat"
+    meta.write_text(meta.read_text() + "acked 0,24 7,0\n")  # 7,0 is past the write position
+    again = make(tmp_path)
+    assert drain(again) == records  # at least once: everything comes back
     again.close()
 
 

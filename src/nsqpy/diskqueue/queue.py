@@ -17,6 +17,21 @@ Beyond go-diskqueue, a record can stay on disk after it is read:
 keeps the read position at the oldest unacknowledged record (and counts
 everything after it in the depth), and no segment holding it is deleted. So
 after a crash every record read but not acknowledged is read again.
+
+Records acknowledged out of order (behind one still outstanding) are listed
+on a fourth line of the meta file, ``acked <file>,<pos> ...``, and skipped
+when read again after a restart: a crash brings back only what was not
+acknowledged, so a message finished, requeued elsewhere or dead-lettered is
+not handled a second time. go-diskqueue reads the first three lines only (the
+depth there still counts the listed records), so it re-reads them: at least
+once, as NSQ always was. At most ``MAX_LISTED_ACKS`` are listed; records
+acknowledged beyond that come back after a crash, as they would in NSQ.
+
+A record about to be copied to another queue and then acknowledged (a
+dead-letter topic) is named first on a line ``moving <file>,<pos>``: a crash
+between the copy and the acknowledgement leaves that line, so the owner can
+look for the copy (``moving``, ``record_at``, ``last_record``) and settle it
+(``settle_move``) rather than copy it twice.
 """
 
 import logging
@@ -28,6 +43,9 @@ from ..atomicfile import write_atomically
 
 _LENGTH = struct.Struct(">i")
 RECORD_HEADER_SIZE = _LENGTH.size  # the int32 length before every record
+MAX_LISTED_ACKS = 16384  # out-of-order acknowledgements kept in the meta file (about 12 bytes each)
+ACKED_PREFIX = "acked "
+MOVING_PREFIX = "moving "
 
 log = logging.getLogger("nsqpy.diskqueue")
 
@@ -70,7 +88,13 @@ class DiskQueue:
         self._closed = False
         # records read but not acknowledged, in read order: [sequence, file number, position]
         self._outstanding: deque[tuple[int, int, int]] = deque()
-        self._acked: set[int] = set()
+        # acknowledged behind an outstanding record: sequence -> (file number, position)
+        self._acked: dict[int, tuple[int, int]] = {}
+        # acknowledged before the last restart and not read again yet: skipped when read
+        self._acked_before: set[tuple[int, int]] = set()
+        # a record being copied elsewhere before its ack (begin_move); after a
+        # restart, one whose copy may or may not have been made (settle_move)
+        self.moving: tuple[int, int] | None = None
         self._next_sequence = 0
         self._last_record_start = (0, 0)
         self._generation = 0  # bumped by empty(): tokens from before are void
@@ -148,24 +172,80 @@ class DiskQueue:
             return None
         sequence = self._next_sequence
         self._next_sequence += 1
-        self._outstanding.append((sequence, *self._last_record_start))
+        number, position = self._last_record_start
+        self._outstanding.append((sequence, number, position))
         self._count_op_quietly()  # only now: a sync must see the record as outstanding
-        return data, (self._generation, sequence)
+        return data, (self._generation, sequence, number, position)
 
-    def ack(self, token: tuple[int, int]) -> None:
+    def ack(self, token: tuple[int, int, int, int]) -> None:
         """The record behind ``token`` is delivered or safely elsewhere."""
-        generation, sequence = token
+        generation, sequence, number, position = token
         if generation != self._generation:
             return
         outstanding = self._outstanding
+        if self.moving is not None and self.moving == (number, position):
+            self.moving = None
+            self._unsynced_ops = self.sync_every - 1  # the ack below syncs: the move is over for good
         if outstanding and outstanding[0][0] == sequence:
             outstanding.popleft()
-            while outstanding and outstanding[0][0] in self._acked:
-                self._acked.discard(outstanding.popleft()[0])
+            acked = self._acked
+            while outstanding and outstanding[0][0] in acked:
+                del acked[outstanding.popleft()[0]]
             self._release_files()
         else:
-            self._acked.add(sequence)
+            self._acked[sequence] = (number, position)
         self._count_op_quietly()
+
+    def begin_move(self, token: tuple[int, int, int, int]) -> None:
+        """The record behind ``token`` is about to be copied to another queue,
+        then acknowledged: recorded durably now (raises ``OSError`` if the disk
+        refuses), so a crash in between can be settled after the restart."""
+        generation, _, number, position = token
+        if generation == self._generation:
+            self.moving = (number, position)
+            self.sync()
+
+    def settle_move(self, copied: bool) -> None:
+        """After a restart, the move interrupted by the crash: ``copied`` means
+        the copy is complete, so the record counts as acknowledged; otherwise
+        it is read again like any unacknowledged record."""
+        if self.moving is None:
+            return
+        if copied:
+            self._acked_before.add(self.moving)
+            self.depth -= 1
+        self.moving = None
+        self.sync()
+
+    def record_at(self, start: tuple[int, int]) -> bytes:
+        """The record that begins at ``start`` (file number, position)."""
+        number, position = start
+        with open(self.file_name(number), "rb") as f:
+            f.seek(position)
+            size = _LENGTH.unpack(f.read(RECORD_HEADER_SIZE))[0]
+            return f.read(size)
+
+    def last_record(self) -> bytes | None:
+        """The newest record not yet read, or None (its segment is scanned from
+        the read position or its start: fine for a check made once at startup)."""
+        if not self.depth:
+            return None
+        number, end = self.write_file_num, self.write_pos
+        if end == 0:  # just rolled: the newest record ends the previous segment
+            number -= 1
+            try:
+                end = os.path.getsize(self.file_name(number))
+            except FileNotFoundError:
+                return None
+        position = self.read_pos if number == self.read_file_num else 0
+        last = None
+        with open(self.file_name(number), "rb") as f:
+            f.seek(position)
+            while position < end:
+                size = _LENGTH.unpack(f.read(RECORD_HEADER_SIZE))[0]
+                last = f.read(size)
+                position += RECORD_HEADER_SIZE + size
+        return last
 
     @property
     def unacked_count(self) -> int:
@@ -195,10 +275,26 @@ class DiskQueue:
                 self.depth = 0
                 break
             try:
-                return self._read_one()
+                data = self._read_one()
             except CorruptionSkipped:
                 continue
+            if self._acked_before and self._last_record_start in self._acked_before:
+                self._pass_over_acked(self._last_record_start)
+                continue
+            return data
         return None
+
+    def _pass_over_acked(self, start: tuple[int, int]) -> None:
+        """A record acknowledged before the restart, read again: handled as
+        read and acknowledged at once. Behind an outstanding record it stays
+        listed (and counted in the meta file's depth, as Go's reader expects)."""
+        self._acked_before.discard(start)
+        self.depth += 1  # not counted since the restart (_load_acked); _read_one took it off
+        if self._outstanding:
+            sequence = self._next_sequence
+            self._next_sequence += 1
+            self._outstanding.append((sequence, *start))
+            self._acked[sequence] = start
 
     def sync(self) -> None:
         if self._writer is not None:
@@ -221,6 +317,8 @@ class DiskQueue:
         self.depth = 0
         self._outstanding.clear()
         self._acked.clear()
+        self._acked_before.clear()
+        self.moving = None
         self._generation += 1
         self.sync()
 
@@ -328,6 +426,8 @@ class DiskQueue:
             self._close_writer()
             self.write_file_num += 1
             self.write_pos = 0
+        skipped_file = self.read_file_num
+        self._acked_before = {start for start in self._acked_before if start[0] != skipped_file}
         self.read_file_num += 1
         self.read_pos = 0
         if self.read_file_num == self.write_file_num and self.write_pos == 0:
@@ -353,7 +453,7 @@ class DiskQueue:
             self._recover_tail()
             return
         try:
-            depth_line, read_line, write_line = text.split("\n")[:3]
+            depth_line, read_line, write_line, *rest = text.split("\n")
             self.depth = int(depth_line)
             self.read_file_num, self.read_pos = map(int, read_line.split(","))
             self.write_file_num, self.write_pos = map(int, write_line.split(","))
@@ -368,7 +468,37 @@ class DiskQueue:
             self.log.error("diskqueue(%s): unreadable metadata %r renamed .bad; starting empty at segment "
                            "%d, older segments left in place", self.name, text[:80], self.write_file_num)
             return
+        for line in rest:
+            if line.startswith(ACKED_PREFIX):
+                self._load_acked(line)
+            elif line.startswith(MOVING_PREFIX):
+                self._load_moving(line)
         self._recover_tail()
+
+    def _load_moving(self, line: str) -> None:
+        try:
+            number, position = map(int, line[len(MOVING_PREFIX):].split(","))
+        except ValueError:
+            return  # the record is read again: at least once
+        if (self.read_file_num, self.read_pos) <= (number, position) < (self.write_file_num, self.write_pos):
+            self.moving = (number, position)
+
+    def _load_acked(self, line: str) -> None:
+        """The records acknowledged out of order before the restart: skipped
+        when read, and not counted in the depth. A line that does not make
+        sense is ignored: those records are delivered again (at least once)."""
+        try:
+            listed = {tuple(map(int, item.split(","))) for item in line[len(ACKED_PREFIX):].split()}
+        except ValueError:
+            listed = set()
+        read_from, write_to = (self.read_file_num, self.read_pos), (self.write_file_num, self.write_pos)
+        if not listed or len(listed) > self.depth or not all(
+                len(start) == 2 and read_from <= start < write_to for start in listed):
+            self.log.error("diskqueue(%s): ignoring a meta line of acknowledged records that does not "
+                           "fit the queue; they will be read again", self.name)
+            return
+        self._acked_before = listed
+        self.depth -= len(listed)
 
     def _recover_tail(self) -> None:
         """Records written after the last meta update (a crash between writing
@@ -404,5 +534,10 @@ class DiskQueue:
 
     def _write_metadata(self) -> None:
         read_file, read_pos, depth = self._durable_position()
-        text = f"{depth}\n{read_file},{read_pos}\n{self.write_file_num},{self.write_pos}\n"
+        text = f"{depth + len(self._acked_before)}\n{read_file},{read_pos}\n{self.write_file_num},{self.write_pos}\n"
+        if self._acked or self._acked_before:
+            listed = [*self._acked.values(), *self._acked_before][:MAX_LISTED_ACKS]
+            text += ACKED_PREFIX + " ".join(f"{number},{position}" for number, position in listed) + "\n"
+        if self.moving is not None:
+            text += f"{MOVING_PREFIX}{self.moving[0]},{self.moving[1]}\n"
         write_atomically(self.metadata_file_name, text.encode())

@@ -253,9 +253,19 @@ class Channel:
             ready = still_ready
 
     def _dead_letter(self, message: Message) -> bool:
-        """Published to the dead-letter topic first, released here second: with
-        a synced disk queue a crash in between leaves a copy in both, never in
-        neither. False (the message is delivered as usual) if nsqd refused."""
+        """Published to the dead-letter topic (with its id), then released
+        here. A message read from disk is first named there as moving, so a
+        crash in between is settled at startup (dead_letter.settle_interrupted):
+        never lost, never dead-lettered twice. False (the message is delivered
+        as usual) if the disk or the dead-letter topic refused."""
+        held = message.disk_token
+        if held is not None:
+            try:
+                held[0].begin_move(held[1])
+            except OSError as error:
+                self.topic.nsqd.log.error("TOPIC(%s): CHANNEL(%s): cannot dead-letter: %s", self.topic.name,
+                                          self.name, error)
+                return False
         if not self.topic.nsqd.publish_dead_letter(self, message):
             return False
         self.queue.ack(message)

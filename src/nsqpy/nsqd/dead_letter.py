@@ -12,6 +12,7 @@ fields Go's nsqd ignores. Clients see nothing of it on the wire.
 
 from ..options import int_in_range
 from ..protocol.names import is_ephemeral, is_valid_topic_name
+from .message import Message
 
 DEAD_LETTER_SUFFIX = ".dead"
 MAX_ATTEMPTS_LIMIT = 65535  # a message's attempts field is 16 bits
@@ -30,3 +31,40 @@ def parse_max_attempts(text: str) -> int:
 def is_valid_dead_letter_topic(name: str, source_topic: str) -> bool:
     """A durable topic with NSQ's name rules, other than the source itself."""
     return is_valid_topic_name(name) and not is_ephemeral(name) and name != source_topic
+
+
+def settle_interrupted(nsqd) -> None:
+    """After a crash in the middle of dead-lettering (at most one message:
+    it is done in one go on the event loop), finish it exactly once.
+
+    A channel names the record it is moving before it copies it (the copy keeps
+    the message's id) and acknowledges it after. Found named at startup, before
+    anything is delivered: if the copy was made, it is the newest record of the
+    dead-letter topic (no channels then) or of some of its channels. Then the
+    move is completed (channels that missed it get theirs) and the record is
+    not delivered again; otherwise the record is read again and dead-lettered
+    as usual."""
+    for channel in list(nsqd.channels()):
+        disk = channel.queue.disk
+        if disk is None or disk.moving is None:
+            continue
+        message_id = Message.decode(disk.record_at(disk.moving)).id
+        target = nsqd.get_topic(channel.dead_letter_topic)
+        copy = _newest_if(target.queue, message_id)
+        if copy is None:
+            arrived = {name: _newest_if(each.queue, message_id) for name, each in target.channels.items()}
+            copy = next((record for record in arrived.values() if record is not None), None)
+            if copy is not None:
+                for name, record in arrived.items():
+                    if record is None:
+                        target.channels[name].queue.put(Message.decode(copy))
+        disk.settle_move(copy is not None)
+        nsqd.log.warning("TOPIC(%s): CHANNEL(%s): dead-lettering of %s was cut short by a crash; %s",
+                         channel.topic.name, channel.name, message_id.decode("ascii", "replace"),
+                         "completed now" if copy is not None else "it will be done again")
+
+
+def _newest_if(queue, message_id: bytes) -> bytes | None:
+    """The newest record on ``queue``'s disk if it is the message ``message_id``."""
+    newest = queue.disk.last_record() if queue.disk is not None else None
+    return newest if newest is not None and Message.decode(newest).id == message_id else None

@@ -34,6 +34,7 @@ from .statsd import StatsdPusher
 from .tls import server_context
 from .tcp import V2Protocol
 from .bounds import QueueFull
+from .dead_letter import settle_interrupted
 from .topic import Topic, TopicExiting
 
 
@@ -102,6 +103,7 @@ class NSQD:
         self._lock_data_path()
         try:
             self._load_metadata()
+            settle_interrupted(self)
             self._check_writable()
             options = self.options
             tcp_sock = listen(options.tcp_address, "TCP", "--tcp-address")
@@ -358,9 +360,10 @@ class NSQD:
         self.log.info("TOPIC(%s): deleted", name)
         self.notify_changed(topic, deleted=True)
 
-    def publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0) -> None:
+    def publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0,
+                ids: list[bytes] | None = None) -> None:
         try:
-            self.get_topic(topic_name).publish(bodies, time.time_ns(), defer)
+            self.get_topic(topic_name).publish(bodies, time.time_ns(), defer, ids)
         except OSError as error:
             self.health_error = str(error)
             self.log.error("TOPIC(%s): failed to put messages: %s", topic_name, error)
@@ -370,12 +373,12 @@ class NSQD:
 
     def publish_dead_letter(self, channel, message) -> bool:
         """A channel gives up on ``message`` (dead_letter.py): its body goes
-        to the channel's dead-letter topic as a new message. False if that
-        topic cannot take it now (exiting, disk refused): logged, and the
-        channel delivers the message as usual."""
+        to the channel's dead-letter topic as a new message with the same id.
+        False if that topic cannot take it now (exiting, disk refused): logged,
+        and the channel delivers the message as usual."""
         name = channel.dead_letter_topic
         try:
-            self.publish(name, [message.body])
+            self.publish(name, [message.body], ids=[message.id])
         except (TopicExiting, QueueFull, OSError) as error:
             self.log.warning("TOPIC(%s): CHANNEL(%s): cannot dead-letter %s to %s: %s", channel.topic.name,
                              channel.name, message.id.decode("ascii", "replace"), name, error or "exiting")

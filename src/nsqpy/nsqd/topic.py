@@ -47,13 +47,15 @@ class Topic:
 
     # --- publishing -------------------------------------------------------------
 
-    def publish(self, bodies: list[bytes], timestamp: int, defer: float = 0.0) -> None:
-        """Queue ``bodies`` in order. Raises ``TopicExiting`` or ``OSError``
-        (disk refused the write)."""
+    def publish(self, bodies: list[bytes], timestamp: int, defer: float = 0.0, ids: list[bytes] | None = None) -> None:
+        """Queue ``bodies`` in order, with new ids unless ``ids`` are given (a
+        dead letter keeps its id). Raises ``TopicExiting`` or ``OSError`` (disk
+        refused the write)."""
         if self.exiting:
             raise TopicExiting("exiting")
         self._check_limits(len(bodies))
-        ids = self.guid.new_ids(len(bodies))
+        if ids is None:
+            ids = self.guid.new_ids(len(bodies))
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
         if self.started and self.channels and not self.paused and not len(self.queue):
             if defer:
