@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 from tests.nsqadmin.helpers import call
-from tests.support.wire import http_json, wait_until
+from tests.support.wire import http, http_json, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -119,6 +119,26 @@ def test_every_page_shows_the_real_figures(tab, cluster, busy_topic):
 
     tab.open("/lookup", "lookup")
     assert page.locator("form#create").count() == 1
+
+
+def test_policies_of_each_node_are_shown(tab, cluster, busy_topic):
+    """Beyond NSQ: the dead-letter, TTL and bounded-queue settings each nsqd reports."""
+    nsqd0, nsqd1 = (cluster.nsqds[i].http_url for i in (0, 1))
+    assert http("POST", f"{nsqd0}/channel/config?topic={busy_topic}&channel=ch&max_attempts=3")[0] == 200
+    assert http("POST", f"{nsqd1}/topic/config?topic={busy_topic}&ttl_ms=90000&max_depth=500"
+                        "&full_policy=drop-oldest")[0] == 200
+    tab.open(f"/topics/{busy_topic}/ch", "channel-policies")
+    node0 = f'#policies tr[data-node="{cluster.node(0)}"]'
+    node1 = f'#policies tr[data-node="{cluster.node(1)}"]'
+    assert tab.text(f"{node0} .max-attempts") == "3"
+    assert tab.text(f"{node0} .dead-letter-topic") == f"{busy_topic}.dead"
+    assert tab.text(f"{node1} .max-attempts") == "off"
+    assert tab.text(f"{node1} .ttl") == "90.0s"  # the channel follows its topic
+    assert tab.text(f"{node1} .max-depth") == "unbounded"  # a topic's bound is the topic's
+    tab.open(f"/topics/{busy_topic}", "topic-policies")
+    assert tab.text(f"{node1} .max-depth") == "500"
+    assert tab.text(f"{node1} .full-policy") == "drop-oldest"
+    assert tab.text(f"{node0} .ttl") == "none"
 
 
 def test_filter_box_hides_other_topics(tab, cluster, busy_topic):

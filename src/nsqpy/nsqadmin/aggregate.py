@@ -19,6 +19,12 @@ _CLIENT_FLAGS = (("deflate", False), ("snappy", False), ("authed", False), ("aut
                  ("auth_identity_url", ""), ("tls", False), ("tls_cipher_suite", ""), ("tls_version", ""),
                  ("tls_negotiated_protocol", ""), ("tls_negotiated_protocol_is_mutual", False))
 _CLIENT_TOPOLOGY = ("topology_zone", "topology_region")
+# beyond NSQ: an nsqpy nsqd's policies (dead letters, TTL, bounded queues);
+# absent from Go's nsqd, so copied only when a node reports them
+_TOPIC_POLICY = ("ttl_ms", "expire_action", "max_depth", "full_policy", "dropped_count")
+_CHANNEL_POLICY = ("max_attempts", "dead_letter_topic", "dead_letter_count", *_TOPIC_POLICY[:-1],
+                   "expired_count", "dropped_count")
+_POLICY_COUNTERS = ("dead_letter_count", "expired_count", "dropped_count")
 
 
 def e2e_latency(raw, topic: str = "", channel: str = "", host: str = "") -> dict:
@@ -78,6 +84,11 @@ def _copy_locality(target: dict, raw: dict) -> None:
             target[name] = raw[name]
 
 
+def _copy_policy(target: dict, raw: dict, fields) -> None:
+    """``policy``: the node's policy settings and their counts, or None (Go's nsqd)."""
+    target["policy"] = {name: raw[name] for name in fields if name in raw} or None
+
+
 def channel_stats(node: str, hostname: str, topic_name: str, raw: dict, now: float | None = None) -> dict:
     depth, backend = raw.get("depth", 0), raw.get("backend_depth", 0)
     clients = raw.get("clients")
@@ -92,6 +103,7 @@ def channel_stats(node: str, hostname: str, topic_name: str, raw: dict, now: flo
         "paused": raw.get("paused", False), "e2e_processing_latency": e2e_latency(raw.get("e2e_processing_latency")),
     }
     _copy_locality(channel, raw)
+    _copy_policy(channel, raw, _CHANNEL_POLICY)
     return channel
 
 
@@ -105,6 +117,7 @@ def topic_stats(node: str, hostname: str, raw: dict, now: float | None = None) -
         "paused": raw.get("paused", False), "e2e_processing_latency": e2e_latency(raw.get("e2e_processing_latency")),
     }
     _copy_locality(topic, raw)
+    _copy_policy(topic, raw, _TOPIC_POLICY)
     return topic
 
 
@@ -115,6 +128,9 @@ def _sum_into(total: dict, parts: list[dict], counters) -> None:
         value = sum(part.get(name, 0) for part in parts)
         if value:
             total[name] = value
+    policies = [part["policy"] for part in parts if part.get("policy")]
+    total["policy"] = {name: sum(policy.get(name, 0) for policy in policies)
+                       for name in _POLICY_COUNTERS if any(name in policy for policy in policies)} or None
 
 
 def aggregate_channel(topic_name: str, channel_name: str, per_node: list[dict]) -> dict:
