@@ -46,6 +46,19 @@ def consume_until_closed(daemon, finished: list) -> None:
         pass
 
 
+def kill_9_under_load(daemon, after: float, *workers) -> None:
+    """Run each (function, args) in a thread, SIGKILL nsqd ``after`` seconds
+    later (no shutdown code runs), and wait for the threads to notice."""
+    threads = [threading.Thread(target=function, args=args) for function, args in workers]
+    for thread in threads:
+        thread.start()
+    time.sleep(after)
+    daemon.process.kill()
+    daemon.process.wait(5)
+    for thread in threads:
+        thread.join(10)
+
+
 def test_kill_9_loses_no_acknowledged_message(tmp_path):
     data = tmp_path / "crashing"
     data.mkdir()
@@ -53,21 +66,12 @@ def test_kill_9_loses_no_acknowledged_message(tmp_path):
     acked: list[bytes] = []
     finished: list[bytes] = []
     for round_ in range(3):
-        daemon = nsqd_process(str(data), *SAFE).start()
-        try:
+        with nsqd_process(str(data), *SAFE) as daemon:
             assert http("POST", f"{daemon.http_url}/topic/create?topic=crash")[0] == 200
             assert http("POST", f"{daemon.http_url}/channel/create?topic=crash&channel=ch")[0] == 200
-            workers = [threading.Thread(target=publish_until_closed, args=(daemon, "crash", f"r{round_}", acked)),
-                       threading.Thread(target=consume_until_closed, args=(daemon, finished))]
-            for worker in workers:
-                worker.start()
-            time.sleep(rng.uniform(0.4, 1.5))
-            daemon.process.kill()  # SIGKILL: no shutdown code runs
-            daemon.process.wait(5)
-            for worker in workers:
-                worker.join(10)
-        finally:
-            daemon.kill()
+            kill_9_under_load(daemon, rng.uniform(0.4, 1.5),
+                              (publish_until_closed, (daemon, "crash", f"r{round_}", acked)),
+                              (consume_until_closed, (daemon, finished)))
     assert len(acked) > 100, "the load did not get going"
 
     with nsqd_process(str(data), *SAFE) as daemon:
@@ -126,22 +130,13 @@ def test_kill_9_while_dead_lettering_loses_nothing_and_dead_letters_nothing_twic
     acked: list[bytes] = []
     flags = (*SAFE, "--max-attempts=1")
     for round_ in range(3):
-        daemon = nsqd_process(str(data), *flags).start()
-        try:
+        with nsqd_process(str(data), *flags) as daemon:
             for path in ("topic/create?topic=poison", "channel/create?topic=poison&channel=ch",
                          "topic/create?topic=poison.dead", "channel/create?topic=poison.dead&channel=dl"):
                 assert http("POST", f"{daemon.http_url}/{path}")[0] == 200
-            workers = [threading.Thread(target=publish_until_closed, args=(daemon, "poison", f"r{round_}", acked)),
-                       threading.Thread(target=requeue_until_closed, args=(daemon, "poison"))]
-            for worker in workers:
-                worker.start()
-            time.sleep(rng.uniform(0.5, 2.0))
-            daemon.process.kill()
-            daemon.process.wait(5)
-            for worker in workers:
-                worker.join(10)
-        finally:
-            daemon.kill()
+            kill_9_under_load(daemon, rng.uniform(0.5, 2.0),
+                              (publish_until_closed, (daemon, "poison", f"r{round_}", acked)),
+                              (requeue_until_closed, (daemon, "poison")))
     assert len(acked) > 30, "the load did not get going"
 
     with nsqd_process(str(data), *flags) as daemon:
