@@ -38,6 +38,7 @@ import logging
 import os
 import struct
 from collections import deque
+from itertools import chain, islice
 
 from ..atomicfile import write_atomically
 
@@ -536,7 +537,7 @@ class DiskQueue:
         read_file, read_pos, depth = self._durable_position()
         text = f"{depth + len(self._acked_before)}\n{read_file},{read_pos}\n{self.write_file_num},{self.write_pos}\n"
         if self._acked or self._acked_before:
-            listed = [*self._acked.values(), *self._acked_before][:MAX_LISTED_ACKS]
+            listed = islice(chain(self._acked.values(), self._acked_before), MAX_LISTED_ACKS)
             text += ACKED_PREFIX + " ".join(f"{number},{position}" for number, position in listed) + "\n"
         if self.moving is not None:
             text += f"{MOVING_PREFIX}{self.moving[0]},{self.moving[1]}\n"
