@@ -208,3 +208,18 @@ def test_a_record_taken_with_a_token_is_durable_at_once(tmp_path):
     again = make(tmp_path)
     assert again.get() == b"in flight"
     again.close()
+
+
+def test_acks_beyond_the_listed_limit_come_back_after_a_crash(tmp_path, monkeypatch):
+    monkeypatch.setattr("nsqpy.diskqueue.queue.MAX_LISTED_ACKS", 2)
+    q = make(tmp_path)
+    records = [b"%02d" % i * 10 for i in range(5)]
+    for r in records:
+        q.put(r)
+    taken = [q.get_with_token() for _ in range(5)]
+    for _, token in taken[1:]:  # 0 stays outstanding; 1-4 acknowledged behind it
+        q.ack(token)
+    again = make(tmp_path)
+    assert drain(again) == [records[0], records[3], records[4]]  # the first two listed, the rest at least once
+    assert records_from_read_position(tmp_path) == (0, 0)
+    again.close()
