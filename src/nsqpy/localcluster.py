@@ -34,16 +34,20 @@ def _spawn(command: list[str], env: dict, **popen_args) -> subprocess.Popen:
 
 class DaemonProcess:
     def __init__(self, program: str, args: list[str], *, ready: tuple[str, ...] = ("TCP", "HTTP"),
-                 env: dict | None = None, log_path: str | None = None, wrapper: tuple[str, ...] = ()):
+                 env: dict | None = None, log_path: str | None = None, wrapper: tuple[str, ...] = (),
+                 executable: str | None = None):
         """``log_path``: append the daemon's log there and keep only its last
         lines in memory (for long runs); without it every line is kept.
-        ``wrapper``: a command the daemon runs under, e.g. ``prlimit --nofile=128 --``."""
+        ``wrapper``: a command the daemon runs under, e.g. ``prlimit --nofile=128 --``.
+        ``executable``: another program to run in place of ours, e.g. NSQ's
+        own Go ``nsqd`` for a benchmark side by side (same flags, same log lines)."""
         self.program = program
         self.args = list(args)
         self.ready = ready
         self.env = env
         self.log_path = log_path
         self.wrapper = tuple(wrapper)
+        self.executable = executable
         self.addresses: dict[str, str] = {}
         self.log_lines: deque[str] = deque(maxlen=200 if log_path else None)
         self.process: subprocess.Popen | None = None
@@ -51,7 +55,8 @@ class DaemonProcess:
 
     @property
     def command(self) -> list[str]:
-        return [*self.wrapper, sys.executable, "-m", f"nsqpy.cli.{self.program}", *self.args]
+        program = [self.executable] if self.executable else [sys.executable, "-m", f"nsqpy.cli.{self.program}"]
+        return [*self.wrapper, *program, *self.args]
 
     def start(self, timeout: float = 15.0) -> "DaemonProcess":
         self.addresses = {}
@@ -155,12 +160,14 @@ class DaemonProcess:
             self.process.wait(5)
 
 
-def nsqd_process(data_path: str, *extra: str, wrapper: tuple[str, ...] = ()) -> DaemonProcess:
-    """An nsqd on ephemeral loopback ports storing into ``data_path``."""
+def nsqd_process(data_path: str, *extra: str, wrapper: tuple[str, ...] = (),
+                 executable: str | None = None) -> DaemonProcess:
+    """An nsqd on ephemeral loopback ports storing into ``data_path``
+    (``executable``: see DaemonProcess)."""
     return DaemonProcess("nsqd", [
         "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0", "--https-address=127.0.0.1:0",
         f"--data-path={data_path}", "--broadcast-address=127.0.0.1", *extra,
-    ], wrapper=wrapper)
+    ], wrapper=wrapper, executable=executable)
 
 
 def nsqlookupd_process(*extra: str) -> DaemonProcess:

@@ -8,8 +8,6 @@ the command line wins over the file, the file over the defaults.
 """
 
 import argparse
-import importlib.metadata
-import tomllib
 
 from ..options import OptionSpec, option_specs, parse_duration
 
@@ -17,6 +15,8 @@ from ..options import OptionSpec, option_specs, parse_duration
 def nsqpy_version_line(program: str) -> str:
     """``nsqpy 0.1.0``: nsqpy's own commands report the installed package's
     version (NSQ-shaped daemons and tools keep NSQ's line, which clients parse)."""
+    import importlib.metadata  # a daemon's startup never needs it
+
     try:
         version = importlib.metadata.version("nsqpy")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree
@@ -104,6 +104,8 @@ def _from_config_value(spec: OptionSpec, value):
 
 
 def load_config(path: str, options_class) -> dict:
+    import tomllib  # only a --config file needs it
+
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)

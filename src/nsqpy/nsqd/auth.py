@@ -16,8 +16,6 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-import aiohttp
-
 PERMISSIONS = {"subscribe", "publish"}
 NSQ_ACCEPT = {"Accept": "application/vnd.nsq; version=1.0"}
 
@@ -76,6 +74,8 @@ def parse_answer(data: dict) -> AuthState:
 class AuthClient:
     def __init__(self, addresses: list[str], method: str, connect_timeout: float, request_timeout: float, log,
                  root_ca_file: str = ""):
+        import aiohttp  # only a daemon with --auth-http-address loads it, and only here
+
         self.urls = [a if "://" in a else f"http://{a}/auth" for a in addresses]
         self.method = method
         self.timeout = aiohttp.ClientTimeout(total=request_timeout, connect=connect_timeout)
@@ -84,6 +84,7 @@ class AuthClient:
         self.ssl = ssl.create_default_context(cafile=root_ca_file) if root_ca_file else None
 
     async def query(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState:
+        import aiohttp
         params = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
                   "tls": "true" if tls else "false"}
         start = random.randrange(len(self.urls))
@@ -105,7 +106,7 @@ class AuthClient:
                     self.log.error("AUTH: %s failed: %s", url, error)
         raise AuthError("no auth server answered")
 
-    async def _ask(self, session: aiohttp.ClientSession, url: str, params: dict) -> tuple[int, bytes]:
+    async def _ask(self, session: "aiohttp.ClientSession", url: str, params: dict) -> tuple[int, bytes]:
         if self.method == "post":
             request = session.post(url, json={k: [v] for k, v in params.items()}, headers=NSQ_ACCEPT)
         else:

@@ -180,16 +180,27 @@ class HttpApi:
             raise HttpError(404, "TOPIC_NOT_FOUND")
         return topic
 
+    async def _persisted(self, *changed) -> None:
+        """Answer a change to topics or channels only once nsqd.dat holds it
+        (ephemeral ones are never written): a crash right after the answer
+        loses nothing the client was told exists."""
+        if any(entry.ephemeral for entry in changed):
+            return
+        if not await self.nsqd.persist_metadata():
+            raise HttpError(500, "INTERNAL_ERROR")  # the failure is in the log
+
     async def topic_create(self, request):
         try:
-            self.nsqd.get_topic(topic_param(request, invalid="INVALID_TOPIC"))
+            topic = self.nsqd.get_topic(topic_param(request, invalid="INVALID_TOPIC"))
         except TopicExiting:
             raise HttpError(503, "EXITING") from None
+        await self._persisted(topic)
         return empty_response()
 
     async def topic_delete(self, request):
         topic = self._existing_topic(request, validate=False)
         self.nsqd.delete_topic(topic.name)
+        await self._persisted(topic)
         return empty_response()
 
     async def topic_empty(self, request):
@@ -203,13 +214,13 @@ class HttpApi:
     async def topic_pause(self, request):
         topic = self._existing_topic(request)
         topic.pause()
-        self.nsqd.persist_metadata_soon()
+        await self._persisted(topic)
         return empty_response()
 
     async def topic_unpause(self, request):
         topic = self._existing_topic(request)
         topic.unpause()
-        self.nsqd.persist_metadata_soon()
+        await self._persisted(topic)
         return empty_response()
 
     # --- channels ------------------------------------------------------------------------------
@@ -229,12 +240,13 @@ class HttpApi:
         topic = self.nsqd.topics.get(topic_name)
         if topic is None:
             raise HttpError(404, "TOPIC_NOT_FOUND")
-        topic.get_channel(channel_name)
+        await self._persisted(topic, topic.get_channel(channel_name))
         return empty_response()
 
     async def channel_delete(self, request):
         topic, channel = self._existing_channel(request)
         topic.delete_channel(channel.name)
+        await self._persisted(topic, channel)
         return empty_response()
 
     async def channel_empty(self, request):
@@ -248,13 +260,13 @@ class HttpApi:
     async def channel_pause(self, request):
         topic, channel = self._existing_channel(request)
         channel.pause()
-        self.nsqd.persist_metadata_soon()
+        await self._persisted(topic, channel)
         return empty_response()
 
     async def channel_unpause(self, request):
         topic, channel = self._existing_channel(request)
         channel.unpause()
-        self.nsqd.persist_metadata_soon()
+        await self._persisted(topic, channel)
         return empty_response()
 
     async def channel_deferred(self, request):
@@ -293,7 +305,7 @@ class HttpApi:
         if ttl_ms is not None:
             channel.configure_ttl(ttl_ms / 1000)
         channel.limit.configure(*limit)
-        self.nsqd.persist_metadata_soon()
+        await self._persisted(topic, channel)
         return json_response(stats_module.channel_config(channel))
 
     async def topic_config_get(self, request):
@@ -310,7 +322,7 @@ class HttpApi:
         limit = _limit_settings(request)
         topic.configure_expiry(None if ttl_ms is None else ttl_ms / 1000, expire_action)
         topic.limit.configure(*limit)
-        self.nsqd.persist_metadata_soon()
+        await self._persisted(topic)
         return json_response(stats_module.topic_config(topic))
 
     # --- runtime configuration -------------------------------------------------------------------

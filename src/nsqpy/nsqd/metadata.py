@@ -8,8 +8,10 @@ written only when set: Go's nsqd ignores keys it does not know, so
 it still loads the file (and drops them when it rewrites it).
 """
 
+import asyncio
 import json
 import os
+from json.encoder import encode_basestring_ascii as _quote
 
 from ..atomicfile import write_atomically
 from ..protocol import NSQ_VERSION
@@ -19,6 +21,7 @@ from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
 from .expiry import parse_expire_action, parse_ttl_ms
 
 FILE_NAME = "nsqd.dat"
+_compact = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def metadata_path(data_path: str) -> str:
@@ -26,41 +29,58 @@ def metadata_path(data_path: str) -> str:
 
 
 def encode(topics) -> bytes:
-    """``topics``: Topic objects (name, paused, channels)."""
+    """``topics``: Topic objects (name, paused, channels). The bytes
+    ``json.dumps`` would give, built by formatting strings: the whole file is
+    rewritten on every change, so this runs often over every topic, and
+    formatting takes a third of the time of building dicts to dump."""
     entries = []
     for topic in topics:
         if topic.ephemeral:
             continue
-        channels = [_channel_entry(channel) for channel in topic.channels.values() if not channel.ephemeral]
-        entry = {"name": topic.name, "paused": topic.paused, "channels": channels or None}
-        if topic.ttl_setting is not None:
-            entry["ttl_ms"] = round(topic.ttl_setting * 1000)
-        if topic.expire_action_setting is not None:
-            entry["expire_action"] = topic.expire_action_setting
-        entry.update(_limit_entry(topic.limit))
-        entries.append(entry)
-    return json.dumps({"topics": entries or None, "version": NSQ_VERSION}, separators=(",", ":")).encode()
+        channels = [_object(channel.name, channel.paused, _channel_settings(channel))
+                    for channel in topic.channels.values() if not channel.ephemeral]
+        entries.append(_object(topic.name, topic.paused, _topic_settings(topic),
+                               f"[{','.join(channels)}]" if channels else "null"))
+    listed = f"[{','.join(entries)}]" if entries else "null"
+    return f'{{"topics":{listed},"version":{_quote(NSQ_VERSION)}}}'.encode()
 
 
-def _channel_entry(channel) -> dict:
-    entry = {"name": channel.name, "paused": channel.paused}
+def _object(name: str, paused: bool, settings: dict, channels: str | None = None) -> str:
+    """One entry: NSQ's keys first, then the settings that are set (usually none)."""
+    text = f'{{"name":{_quote(name)},"paused":{"true" if paused else "false"}'
+    if channels is not None:
+        text += f',"channels":{channels}'
+    if settings:
+        text += "," + _compact(settings)[1:-1]
+    return text + "}"
+
+
+def _topic_settings(topic) -> dict:
+    settings = {}
+    if topic.ttl_setting is not None:
+        settings["ttl_ms"] = round(topic.ttl_setting * 1000)
+    if topic.expire_action_setting is not None:
+        settings["expire_action"] = topic.expire_action_setting
+    return _with_limit(settings, topic.limit)
+
+
+def _channel_settings(channel) -> dict:
+    settings = {}
     if channel.max_attempts_setting is not None:
-        entry["max_attempts"] = channel.max_attempts_setting
+        settings["max_attempts"] = channel.max_attempts_setting
     if channel.dead_letter_topic_setting is not None:
-        entry["dead_letter_topic"] = channel.dead_letter_topic_setting
+        settings["dead_letter_topic"] = channel.dead_letter_topic_setting
     if channel.ttl_setting is not None:
-        entry["ttl_ms"] = round(channel.ttl_setting * 1000)
-    entry.update(_limit_entry(channel.limit))
-    return entry
+        settings["ttl_ms"] = round(channel.ttl_setting * 1000)
+    return _with_limit(settings, channel.limit)
 
 
-def _limit_entry(limit) -> dict:
-    entry = {}
+def _with_limit(settings: dict, limit) -> dict:
     if limit.max_depth_setting is not None:
-        entry["max_depth"] = limit.max_depth_setting
+        settings["max_depth"] = limit.max_depth_setting
     if limit.policy_setting is not None:
-        entry["full_policy"] = limit.policy_setting
-    return entry
+        settings["full_policy"] = limit.policy_setting
+    return settings
 
 
 def _limit_settings(entry: dict, where: str, log, path: str) -> tuple[int | None, str | None]:
@@ -102,6 +122,56 @@ def _dead_letter_settings(entry: dict, topic_name: str, log, path: str) -> dict:
 
 def write(data_path: str, topics) -> None:
     write_atomically(metadata_path(data_path), encode(topics))
+
+
+class MetadataWriter:
+    """Rewrites nsqd.dat after changes, once for as many changes as arrive
+    while a write runs: a create is answered only once the file holding it
+    is on disk, yet 5,000 concurrent creates cost a handful of writes, not
+    5,000 (each one the whole file). The file is encoded on the event loop,
+    from a consistent view of the topics, and written and fsynced in a
+    thread, so the loop keeps serving meanwhile."""
+
+    def __init__(self, data_path: str, topics, log):
+        """``topics``: a callable giving the current Topic objects."""
+        self.data_path = data_path
+        self.topics = topics
+        self.log = log
+        self._next: asyncio.Future | None = None  # resolved by the write that has not started yet
+        self._writer: asyncio.Task | None = None
+
+    def request(self) -> asyncio.Future:
+        """A write that starts after this call; the future resolves to True
+        once it is durable, False if it failed (logged)."""
+        loop = asyncio.get_running_loop()
+        if self._next is None:
+            self._next = loop.create_future()
+        if self._writer is None:
+            self._writer = loop.create_task(self._write_while_requested())
+        return self._next
+
+    async def _write_while_requested(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._next is not None:
+                done, self._next = self._next, None
+                written = False
+                try:
+                    data = encode(self.topics())
+                    await loop.run_in_executor(None, write_atomically, metadata_path(self.data_path), data)
+                    written = True
+                except OSError as error:
+                    self.log.error("failed to persist metadata: %s", error)
+                finally:
+                    done.set_result(written)
+        finally:
+            self._writer = None
+
+    async def close(self) -> None:
+        """Wait for the writes under way, so that a last synchronous write is
+        not overtaken by an older one finishing in its thread."""
+        while self._writer is not None:
+            await asyncio.wait([self._writer])
 
 
 def read(data_path: str, log) -> list[tuple]:

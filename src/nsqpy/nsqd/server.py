@@ -12,8 +12,6 @@ import logging
 import os
 import time
 
-import aiohttp
-
 from ..diskqueue import DiskQueue
 from ..errors import StartupError
 from ..net import ListenError, bound_address, bound_port, close_listeners, listen, serve_tcp
@@ -25,12 +23,10 @@ from ..protocol.names import is_ephemeral
 from . import metadata
 from .auth import AuthClient
 from .client import ClientV2
-from .http import HttpApi
 from .latency import LatencyWindow
 from .lookup import LookupPeer
 from .options import NsqdOptions
 from .queue import MessageQueue, MessagesLost
-from .statsd import StatsdPusher
 from .tls import server_context
 from .tcp import V2Protocol
 from .bounds import QueueFull
@@ -92,7 +88,7 @@ class NSQD:
         self._http = None
         self._lock_fd: int | None = None
         self._tasks: list[asyncio.Task] = []
-        self._metadata_scheduled = False
+        self._metadata = metadata.MetadataWriter(self.data_path, self.topics.values, self.log)
         self._loading = False
 
     # --- lifecycle -------------------------------------------------------------------
@@ -105,27 +101,15 @@ class NSQD:
             self._load_metadata()
             settle_interrupted(self)
             self._check_writable()
-            options = self.options
-            tcp_sock = listen(options.tcp_address, "TCP", "--tcp-address")
+            tcp_sock, sites = self._listen_all()
             self._tcp_server = await serve_tcp(lambda: V2Protocol(self), tcp_sock)
             self.tcp_address = bound_address(tcp_sock)
             self.tcp_port = bound_port(tcp_sock)
             self.log.info("TCP: listening on %s", self.tcp_address)
-            sites = []
-            if options.http_address:
-                http_sock = listen(options.http_address, "HTTP", "--http-address")
-                self.http_address = bound_address(http_sock)
-                self.http_port = bound_port(http_sock)
-                sites.append(("HTTP", http_sock, None))
-            if options.https_address and self.tls_context is not None:
-                https_sock = listen(options.https_address, "HTTPS", "--https-address")
-                self.https_port = bound_port(https_sock)
-                sites.append(("HTTPS", https_sock, self.tls_context))
+            for kind, sock, _ in sites:
+                self.log.info("%s: listening on %s", kind, bound_address(sock))
             if sites:
-                self._http = HttpApi(self)
-                await self._http.start([(sock, context) for _, sock, context in sites])
-                for kind, sock, _ in sites:
-                    self.log.info("%s: listening on %s", kind, bound_address(sock))
+                await self._serve_http(sites)
         except BaseException as error:
             await self._close_listeners()
             self._unlock_data_path()
@@ -138,7 +122,47 @@ class NSQD:
             self.loop.create_task(self._sync_loop()),
         ]
         if self.options.statsd_address:
+            from .statsd import StatsdPusher  # with the stats it sends: only a daemon that pushes them loads them
+
             self._tasks.append(self.loop.create_task(StatsdPusher(self).run()))
+
+    def _listen_all(self) -> tuple:
+        """Bind every listener before announcing any, as NSQ does, so that a
+        busy port is refused before a single ``listening on`` line. -> the
+        TCP socket, and (kind, socket, SSL context or None) for HTTP and HTTPS."""
+        options = self.options
+        tcp_sock = listen(options.tcp_address, "TCP", "--tcp-address")
+        sites = []
+        try:
+            if options.http_address:
+                http_sock = listen(options.http_address, "HTTP", "--http-address")
+                self.http_address = bound_address(http_sock)
+                self.http_port = bound_port(http_sock)
+                sites.append(("HTTP", http_sock, None))
+            if options.https_address and self.tls_context is not None:
+                https_sock = listen(options.https_address, "HTTPS", "--https-address")
+                self.https_port = bound_port(https_sock)
+                sites.append(("HTTPS", https_sock, self.tls_context))
+        except BaseException:
+            for sock in [tcp_sock, *(sock for _, sock, _ in sites)]:
+                sock.close()
+            raise
+        return tcp_sock, sites
+
+    async def _serve_http(self, sites: list) -> None:
+        """The HTTP API on sockets that are already listening. aiohttp (a
+        tenth of a second to import) loads only now, after the listening
+        lines: a request that arrives meanwhile waits in the kernel's
+        backlog and is answered as soon as the API is up."""
+        from .http import HttpApi
+
+        try:
+            self._http = HttpApi(self)
+            await self._http.start([(sock, context) for _, sock, context in sites])
+        except BaseException:
+            for _, sock, _ in sites:
+                sock.close()
+            raise
 
     async def stop(self) -> int:
         """Clean shutdown: stop listening, persist every message, release the
@@ -151,6 +175,7 @@ class NSQD:
             task.cancel()
         for peer in self.lookup_peers.values():
             await peer.stop()
+        await self._metadata.close()
         self._persist_metadata()
         lost = None
         try:
@@ -244,10 +269,17 @@ class NSQD:
             self.persist_metadata_soon()
 
     def persist_metadata_soon(self) -> None:
-        if self._loading or self.exiting or self._metadata_scheduled:
-            return
-        self._metadata_scheduled = True
-        self.loop.call_soon(self._persist_metadata)
+        """Write the changes soon, with whatever else changes meanwhile, and
+        wait for nothing: a PUB or SUB that creates its topic or channel is
+        not held up by the disk (nor is it in NSQ). The HTTP API, which
+        promises more, awaits ``persist_metadata()``."""
+        if not (self._loading or self.exiting):
+            self._metadata.request()
+
+    def persist_metadata(self) -> "asyncio.Future[bool]":
+        """-> resolves once nsqd.dat holds every change made so far (True),
+        or the write failed (False, logged)."""
+        return self._metadata.request()
 
     # --- nsqlookupd ----------------------------------------------------------------------
 
@@ -280,7 +312,7 @@ class NSQD:
         return commands
 
     def _persist_metadata(self) -> None:
-        self._metadata_scheduled = False
+        """The last write, at shutdown, once no write is under way."""
         try:
             metadata.write(self.data_path, self.topics.values())
         except OSError as error:
@@ -339,6 +371,8 @@ class NSQD:
             topic.start()
 
     async def _lookupd_channels(self, topic_name: str, addresses: list[str]) -> set[str]:
+        import aiohttp  # loaded by the HTTP API after startup; never on the way to listening
+
         options = self.options
         timeout = aiohttp.ClientTimeout(total=options.http_client_request_timeout,
                                         connect=options.http_client_connect_timeout)

@@ -9,8 +9,6 @@
 
 import zlib
 
-import cramjam
-
 STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
 
 
@@ -35,10 +33,13 @@ class DeflateCodec:
 
 class SnappyCodec:
     def __init__(self):
+        import cramjam  # loaded by the first connection that asks for snappy, not by every program
+
+        self._snappy = cramjam.snappy
         self._buffer = b""
 
     def encode(self, data: bytes) -> bytes:
-        return bytes(cramjam.snappy.compress(data))
+        return bytes(self._snappy.compress(data))
 
     def decode(self, data: bytes) -> bytes:
         """Decode every complete chunk received so far; keep a partial one."""
@@ -58,7 +59,7 @@ class SnappyCodec:
         if not complete.startswith(STREAM_IDENTIFIER):
             complete = STREAM_IDENTIFIER + complete
         try:
-            return bytes(cramjam.snappy.decompress(complete))
+            return bytes(self._snappy.decompress(complete))
         except Exception as error:  # cramjam raises its own DecompressionError
             raise CompressionError(f"snappy: {error}") from None
 

@@ -1,0 +1,58 @@
+"""Starting fast without changing what a daemon promises: every listener is
+bound before any is announced, a request sent the moment the ``listening
+on`` lines are out is answered, and the heavy libraries (aiohttp, the
+Prometheus client, cramjam) are not on the way to those lines."""
+
+import socket
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from nsqpy.localcluster import DaemonProcess
+
+DEFERRED = ("aiohttp", "prometheus_client", "cramjam", "yarl", "multidict")
+
+
+@pytest.mark.parametrize("program", ["nsqd", "nsqlookupd"])
+def test_the_entry_point_does_not_import_what_only_serving_needs(program):
+    code = (f"import sys, nsqpy.cli.{program}; "
+            f"print(' '.join(m for m in {DEFERRED!r} if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
+def _args(program: str, tmp_path, http_address: str) -> list[str]:
+    args = ["--tcp-address=127.0.0.1:0", f"--http-address={http_address}"]
+    return args + [f"--data-path={tmp_path}"] if program == "nsqd" else args
+
+
+@pytest.mark.parametrize("program", ["nsqd", "nsqlookupd"])
+def test_a_busy_http_port_is_refused_before_any_listening_line(program, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", f"nsqpy.cli.{program}",
+                                 *_args(program, tmp_path, f"127.0.0.1:{port}")],
+                                capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1
+    assert "listening on" not in result.stderr
+    fatal = [line for line in result.stderr.splitlines() if "FATAL" in line]
+    assert len(fatal) == 1 and "address already in use" in fatal[0] and "--http-address" in fatal[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("program", ["nsqd", "nsqlookupd"])
+def test_a_request_sent_as_soon_as_the_lines_are_out_is_answered(program, tmp_path):
+    daemon = DaemonProcess(program, _args(program, tmp_path, "127.0.0.1:0"))
+    daemon.start()
+    try:
+        with urllib.request.urlopen(f"{daemon.http_url}/ping", timeout=10) as response:
+            assert response.status == 200 and response.read() == b"OK"
+        with socket.create_connection(daemon.tcp_hostport, timeout=10):
+            pass
+    finally:
+        assert daemon.stop() == 0
