@@ -5,11 +5,14 @@ own topic (and its own temporary directories), so tests do not see each
 other's messages or checkpoints.
 """
 
+import sys
+
 import pytest
 
 from nsqpy.client.sync import SyncProducer
 from nsqpy.localcluster import nsqd_process
 from nsqpy.spark.session import build_session
+from tests.support.processes import GroupProcess
 from tests.support.wire import http_json, wait_until
 
 pytestmark = pytest.mark.spark
@@ -81,3 +84,29 @@ def bodies_other_readers_see(path) -> list[bytes]:
     bodies = sorted(seen.column("body").to_pylist())
     assert sorted(pandas.read_parquet(str(path), columns=["body"])["body"]) == bodies
     return bodies
+
+
+@pytest.fixture
+def archiver():
+    """Start nsq_to_parquet processes; each is killed at teardown, whatever happens."""
+    started: list[GroupProcess] = []
+
+    def start(command):
+        started.append(GroupProcess(command))
+        return started[-1]
+
+    yield start
+    for running in started:
+        running.kill()
+
+
+def archive_command(nsqd, topic, out, *extra):
+    """``nsq_to_parquet`` on ``local[2]`` (a later ``--master`` wins)."""
+    return [sys.executable, "-m", "nsqpy.cli.nsq_to_parquet", f"--topic={topic}",
+            f"--nsqd-tcp-address={nsqd.tcp_address}", f"--nsqd-http-address={nsqd.http_address}",
+            f"--output-dir={out}", "--master=local[2]", "--conf=spark.sql.shuffle.partitions=2", *extra]
+
+
+def rows_at_least(rows: int):
+    """A status line (``batches 3, rows 1200 (400/s), lag ...``) reporting ``rows`` or more."""
+    return lambda line: line.startswith("batches ") and int(line.split("rows ")[1].split()[0]) >= rows

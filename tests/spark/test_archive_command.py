@@ -2,27 +2,15 @@
 
 import collections
 import signal
-import sys
 
 import pytest
 
 from nsqpy.spark.archive import start_archive
-from tests.support.processes import GroupProcess
 
-from .conftest import archived_bodies, bodies_other_readers_see, channel_stats, publish, source_options
+from .conftest import (archive_command, archived_bodies, bodies_other_readers_see, channel_stats, publish,
+                       rows_at_least, source_options)
 
 pytestmark = pytest.mark.spark
-
-
-def _command(nsqd, topic, out, *extra):
-    return [sys.executable, "-m", "nsqpy.cli.nsq_to_parquet", f"--topic={topic}",
-            f"--nsqd-tcp-address={nsqd.tcp_address}", f"--nsqd-http-address={nsqd.http_address}",
-            f"--output-dir={out}", "--master=local[2]", "--conf=spark.sql.shuffle.partitions=2", *extra]
-
-
-def _rows_at_least(rows: int):
-    """A status line (``batches 3, rows 1200 (400/s), lag ...``) reporting ``rows`` or more."""
-    return lambda line: line.startswith("batches ") and int(line.split("rows ")[1].split()[0]) >= rows
 
 
 def _archive_the_rest(spark, nsqd, topic, out, wal: bool = False) -> None:
@@ -37,27 +25,13 @@ def _archive_the_rest(spark, nsqd, topic, out, wal: bool = False) -> None:
     assert query.exception() is None
 
 
-@pytest.fixture
-def archiver():
-    """Start nsq_to_parquet processes; each is killed at teardown, whatever happens."""
-    started: list[GroupProcess] = []
-
-    def start(command):
-        started.append(GroupProcess(command))
-        return started[-1]
-
-    yield start
-    for running in started:
-        running.kill()
-
-
 def test_ctrl_c_acknowledges_what_is_archived_and_nothing_else(spark, spark_nsqd, topic, tmp_path, archiver):
     bodies = [f"{topic}-{i:06d}".encode() for i in range(6000)]
     publish(spark_nsqd, topic, bodies)
     out = tmp_path / "out"
-    running = archiver(_command(spark_nsqd, topic, out, "--trigger=300 milliseconds", "--status-every=0.2",
-                                "--max-messages-per-batch=500"))
-    running.wait_for(_rows_at_least(500), timeout=90)
+    running = archiver(archive_command(spark_nsqd, topic, out, "--trigger=300 milliseconds",
+                                       "--status-every=0.2", "--max-messages-per-batch=500"))
+    running.wait_for(rows_at_least(500), timeout=90)
     running.signal(signal.SIGINT)
     assert running.wait(120) == 0, running.output
     assert "nsq_to_parquet: stopped" in running.output
@@ -82,9 +56,9 @@ def test_driver_killed_mid_batch_loses_nothing(spark, spark_nsqd, topic, tmp_pat
     publish(spark_nsqd, topic, bodies)
     out = tmp_path / "out"
     extra = ["--wal"] if wal else []
-    running = archiver(_command(spark_nsqd, topic, out, "--trigger=0 seconds", "--status-every=0.1",
-                                "--max-messages-per-batch=400", *extra))
-    running.wait_for(_rows_at_least(1200), timeout=90)
+    running = archiver(archive_command(spark_nsqd, topic, out, "--trigger=0 seconds", "--status-every=0.1",
+                                       "--max-messages-per-batch=400", *extra))
+    running.wait_for(rows_at_least(1200), timeout=90)
     running.kill()
 
     _archive_the_rest(spark, spark_nsqd, topic, out, wal)

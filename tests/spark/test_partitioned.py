@@ -2,16 +2,19 @@
 parallel partitions, and replays from the partition log."""
 
 import collections
-import os
+import json
+import sys
 
 import pytest
 
+from nsqpy.spark.archive import drain_file, start_archive, stop_gracefully
 from nsqpy.spark.options import SourceOptions
 from nsqpy.spark.partitioned import NSQPartitionedReader
 from nsqpy.spark.plan import initial_offset, plan_batch, split
-from nsqpy.spark.archive import start_archive
+from tests.support.wire import http_json, wait_until
 
-from .conftest import archived_bodies, channel_stats, publish, source_options
+from .conftest import (archive_command, archived_bodies, bodies_other_readers_see, channel_stats, publish,
+                       rows_at_least, source_options)
 
 pytestmark = pytest.mark.spark
 
@@ -56,9 +59,9 @@ def test_a_retried_task_replays_its_partition_and_reads_nsqd_no_more(spark_nsqd,
     assert [ids(p) for p in partitions] == first  # the retries
     stats = channel_stats(spark_nsqd, topic, "archive")
     assert (stats["depth"], stats["in_flight_count"], stats["requeue_count"]) == (200, 0, 0)
-    assert len(os.listdir(tmp_path / "wal")) == 4  # two partitions, each logged and confirmed
+    assert len(_logged(tmp_path / "wal")) == 4  # two partitions, each logged and confirmed
     reader.commit(end)
-    assert os.listdir(tmp_path / "wal") == []
+    assert _logged(tmp_path / "wal") == []
 
 
 def test_parallel_partitions_over_two_nsqd_archive_every_message_once(spark, start_nsqd, topic, tmp_path):
@@ -77,13 +80,153 @@ def test_parallel_partitions_over_two_nsqd_archive_every_message_once(spark, sta
     plan = [entry for p in batches for entry in _end_offset(p)["plan"]]
     # three partitions per node in the one batch (2,500 rows at most per connection at nsqd's defaults)
     assert len(batches) == 1 and sorted(plan) == sorted([[n.tcp_address, 1000] for n in nodes for _ in range(3)])
-    for node in nodes:
-        stats = channel_stats(node, topic, "archive")
-        assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
-    assert os.listdir(tmp_path / "wal") == []
+    _assert_drained(nodes, topic)
+    assert _logged(tmp_path / "wal") == []
 
 
 def _end_offset(progress) -> dict:
-    import json
     end = progress["sources"][0]["endOffset"]
     return json.loads(end) if isinstance(end, str) else end
+
+
+def _logged(wal) -> list[str]:
+    return sorted(path.name for path in wal.glob("batch-*")) if wal.exists() else []
+
+
+def _assert_drained(nodes, topic: str, channel: str = "archive") -> None:
+    for node in nodes:
+        stats = channel_stats(node, topic, channel)
+        assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
+
+
+def test_a_batch_that_failed_after_its_partitions_were_read_is_replayed_from_the_log(
+        spark, spark_nsqd, topic, tmp_path):
+    """The sink of batch 1 reads the batch (its partitions log and FINish
+    their messages), then fails: the driver dies there, as far as the source
+    can tell. The restart runs batch 1 again from the log (the very same
+    ids), and every message lands exactly once. Reading a batch twice (here,
+    collect then write) replays the log too."""
+    bodies = _bodies(topic, 900)
+    publish(spark_nsqd, topic, bodies)
+    wal, out = tmp_path / "wal", tmp_path / "out"
+    options = _executors_options([spark_nsqd], topic, wal, max_messages_per_batch=300,
+                                 max_messages_per_partition=150)
+    seen: dict = {}
+
+    def run(fail: bool):
+        def sink(batch, batch_id):
+            ids = sorted(r.id for r in batch.select("id").collect())
+            if fail and batch_id == 1:
+                seen["failed"] = ids
+                raise RuntimeError("sink down")
+            seen.setdefault(batch_id, ids)
+            batch.select("id", "body").write.mode("append").parquet(str(out / f"batch={batch_id}"))
+
+        query = (spark.readStream.format("nsq").options(**options).load().writeStream.foreachBatch(sink)
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        try:
+            query.awaitTermination(120)
+        except Exception:  # asserted through query.exception()
+            pass
+        return query
+
+    assert "sink down" in str(run(fail=True).exception())
+    assert len(seen["failed"]) == 300
+    assert len(_logged(wal)) == 4  # batch 1's two partitions, logged and confirmed, never committed
+    assert channel_stats(spark_nsqd, topic, "archive")["depth"] == 300
+
+    assert run(fail=False).exception() is None
+    assert seen[1] == seen["failed"]
+    archived = archived_bodies(spark, out)
+    assert sorted(archived) == bodies
+    _assert_drained([spark_nsqd], topic)
+    assert _logged(wal) == []
+
+
+def test_graceful_stop_then_restart_archives_every_message_once(spark, spark_nsqd, topic, tmp_path):
+    bodies = _bodies(topic, 4000)
+    publish(spark_nsqd, topic, bodies)
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "ck")
+    options = source_options(spark_nsqd, topic, reader="executors", max_messages_per_batch=400)
+    query = start_archive(spark, options, out, checkpoint, trigger="200 milliseconds")
+    wait_until(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 400, timeout=60)
+    stopped = stop_gracefully(query, drain_file(checkpoint))
+    assert stopped and stopped.released == 0
+    archived = archived_bodies(spark, out)
+    stats = channel_stats(spark_nsqd, topic, "archive")
+    assert stats["in_flight_count"] == 0 and stats["depth"] == 4000 - len(archived)
+
+    query = start_archive(spark, options, out, checkpoint, available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert sorted(archived_bodies(spark, out)) == bodies
+
+
+def test_driver_killed_between_the_log_and_the_commit_archives_every_message_once(
+        spark, spark_nsqd, topic, tmp_path, archiver, capsys):
+    """SIGKILL to the whole driver as soon as a partition is logged (its
+    messages FINished, its batch not committed); the restart from the
+    checkpoint replays what was logged. Every message exactly once, for Spark
+    and for the readers that list the directory."""
+    bodies = _bodies(topic, 8000)
+    publish(spark_nsqd, topic, bodies)
+    out = tmp_path / "out"
+    wal = out / "_checkpoint" / "nsq-wal"
+    running = archiver(archive_command(spark_nsqd, topic, out, "--trigger=0 seconds", "--status-every=0.1",
+                                       "--max-messages-per-batch=1000", "--option=reader=executors",
+                                       "--option=max_messages_per_partition=500"))
+    running.wait_for(rows_at_least(1000), timeout=90)
+    wait_until(lambda: any(wal.glob("batch-*.arrow")), timeout=30, interval=0.005)
+    running.kill()
+    left = _logged(wal)
+
+    options = source_options(spark_nsqd, topic, "nsq_to_parquet", reader="executors")
+    query = start_archive(spark, options, str(out), str(out / "_checkpoint"), available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    archived = archived_bodies(spark, out)
+    assert sorted(archived) == bodies
+    assert bodies_other_readers_see(out) == sorted(archived)
+    _assert_drained([spark_nsqd], topic, "nsq_to_parquet")
+    assert _logged(wal) == []
+    with capsys.disabled():
+        print(f"\n  driver killed with {len([n for n in left if n.endswith('.arrow')])} partitions logged "
+              f"and not committed: {len(bodies)} messages, each archived once")
+
+
+def test_local_1_and_local_2_archive_the_same_backlog_from_two_nsqd(spark, start_nsqd, topic, tmp_path, archiver):
+    """The same messages, one channel each: nsq_to_parquet on local[1] (its own
+    JVM) and this session on local[2] archive every one exactly once."""
+    nodes = [start_nsqd() for _ in range(2)]
+    for node in nodes:
+        assert http_json("POST", f"{node.http_url}/topic/create?topic={topic}")[0] == 200
+        for channel in ("one", "two"):
+            assert http_json("POST", f"{node.http_url}/channel/create?topic={topic}&channel={channel}")[0] == 200
+    bodies = []
+    for i, node in enumerate(nodes):
+        bodies += _bodies(f"{topic}-node{i}", 2000)
+        publish(node, topic, bodies[-2000:])
+    addresses = [f"--nsqd-tcp-address={n.tcp_address}" for n in nodes] + \
+                [f"--nsqd-http-address={n.http_address}" for n in nodes]
+    single = archiver([sys.executable, "-m", "nsqpy.cli.nsq_to_parquet", f"--topic={topic}", "--channel=one",
+                       *addresses, f"--output-dir={tmp_path / 'one'}", "--master=local[1]", "--available-now",
+                       "--option=reader=executors", "--option=max_messages_per_partition=1000"])
+    assert single.wait(120) == 0, single.output
+
+    options = _executors_options(nodes, topic, tmp_path / "wal", max_messages_per_partition=1000)
+    options["channel"] = "two"
+    query = start_archive(spark, options, str(tmp_path / "two"), str(tmp_path / "ck"), available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert sorted(archived_bodies(spark, tmp_path / "one")) == sorted(bodies)
+    assert sorted(archived_bodies(spark, tmp_path / "two")) == sorted(bodies)
+    for channel in ("one", "two"):
+        _assert_drained(nodes, topic, channel)
+
+
+def test_reader_option_errors_name_the_option(spark, spark_nsqd, topic):
+    reader = spark.readStream.format("nsq").options(**source_options(spark_nsqd, topic))
+    with pytest.raises(Exception, match="option reader: 'banana' is not one of driver, executors"):
+        reader.option("reader", "banana").load()
+    with pytest.raises(Exception, match="option reader=executors needs walPath"):
+        reader.option("reader", "executors").load()

@@ -101,17 +101,20 @@ def failure_reason(error) -> str:
 
 
 def _offset_position(value) -> int | None:
-    """The message count in a progress report's offset (a JSON string, a dict, or null)."""
+    """The message count in a progress report's offset (a JSON string, a dict,
+    or null); None for the executors reader's offsets, which count batches."""
     if isinstance(value, str):
         value = json.loads(value)
-    return position(value) if value else None
+    return position(value) if value and "messages" in value else None
 
 
 @dataclass
 class Progress:
-    """What this run archived. Rows come from the source's offsets (they count
-    messages), so a progress report dropped from Spark's short history between
-    two status lines loses nothing."""
+    """What this run archived. With the driver reader, rows come from the
+    source's offsets (they count messages), so a progress report dropped from
+    Spark's short history between two status lines loses nothing; the
+    executors reader's offsets count batches, so its rows are summed from
+    the reports."""
     batches: int = 0
     rows: int = 0
     last_batch: int = -1
@@ -124,9 +127,13 @@ class Progress:
             self.last_batch = report["batchId"]
             self.batches += 1
             source = report["sources"][0]
+            end = _offset_position(source["endOffset"])
+            if end is None:
+                self.rows += report["numInputRows"]
+                continue
             if self.first_position is None:
                 self.first_position = _offset_position(source["startOffset"]) or 0
-            self.rows = _offset_position(source["endOffset"]) - self.first_position
+            self.rows = end - self.first_position
 
 
 class StatusLine:
