@@ -21,13 +21,12 @@ from collections import deque
 from ..protocol import commands
 from ..protocol.compression import new_codec
 from ..protocol.errors import NON_FATAL_CODES
-from ..protocol.frames import (FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE, FRAME_TYPE_RESPONSE, HEARTBEAT, OK,
-                               MAGIC_V2, FrameReader)
-from ..protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
+from ..protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, HEARTBEAT, MAGIC_V2, OK
 from ..protocol.v2 import CONFIRM, START_TLS, EnableCodec, upgrade_steps
 from ..net import split_host_port
 from .config import Config, tls_context
 from .errors import ConnectionClosedError, ProtocolError
+from .inbound import InboundReader
 
 log = logging.getLogger("nsqpy.client")
 
@@ -43,9 +42,10 @@ class Connection(asyncio.Protocol):
         self.closed = False
 
         self._transport = None
-        self._reader = FrameReader()
+        self._reader = InboundReader()
         self._pending: deque[asyncio.Future] = deque()
         self._out: list[bytes] = []
+        self._fins: list[bytes] = []  # ids of the FINs queued after the last entry of _out
         self._flush_scheduled = False
         self._loop = None
         self._codec = None  # snappy or deflate, once negotiated
@@ -97,7 +97,7 @@ class Connection(asyncio.Protocol):
                 self._enable_codec(step)
             await self._confirm(ok)
         self._handshaking = False
-        self._on_frames(self._reader.feed(b""))  # anything that came behind the handshake
+        self._on_frames(*self._reader.feed(b""))  # anything that came behind the handshake
         if self.identity.get("auth_required"):
             if not config.auth_secret:
                 self.close()
@@ -130,7 +130,7 @@ class Connection(asyncio.Protocol):
 
     async def _confirm(self, ok: asyncio.Future) -> None:
         """nsqd's OK through the layer just switched on (it may be buffered already)."""
-        self._on_frames(self._reader.feed(b"", limit=1))
+        self._on_frames(*self._reader.feed(b"", limit=1))
         try:
             async with asyncio.timeout(self.config.dial_timeout + 5):
                 answer = await ok
@@ -227,13 +227,30 @@ class Connection(asyncio.Protocol):
     # --- writing -------------------------------------------------------------------------
 
     def send(self, data: bytes) -> None:
-        """Queue a command that expects no answer (FIN, REQ, TOUCH, RDY, NOP)."""
+        """Queue a command that expects no answer (REQ, TOUCH, RDY, NOP)."""
         if self.closed:
             return
+        if self._fins:
+            self._end_fin_run()
         self._out.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
+
+    def finish(self, message_ids: list[bytes]) -> None:
+        """Queue a FIN for each id. FIN is a consumer's commonest command:
+        kept as bare ids, a run of them is encoded with one join when it is
+        written (``FIN <id>\n`` back to back), in order with the rest."""
+        if self.closed:
+            return
+        self._fins += message_ids
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _end_fin_run(self) -> None:
+        self._out.append(b"FIN " + b"\nFIN ".join(self._fins) + b"\n")
+        self._fins = []
 
     def request(self, data: bytes) -> asyncio.Future:
         """Send a command whose answer (OK, JSON, or an error) resolves the future."""
@@ -248,6 +265,8 @@ class Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self._fins:
+            self._end_fin_run()
         if self._out and not self.closed:
             data = b"".join(self._out)
             if self._codec is not None:
@@ -262,19 +281,17 @@ class Connection(asyncio.Protocol):
         try:
             if self._codec is not None:
                 data = self._codec.decode(data)
-            frames = self._reader.feed(data, limit=1 if self._handshaking else None)
+            messages, others = self._reader.feed(data, limit=1 if self._handshaking else None)
         except Exception as error:
             log.error("%s: unreadable data from nsqd (%s); closing", self.address, error)
             self.close()
             return
-        self._on_frames(frames)
+        self._on_frames(messages, others)
 
-    def _on_frames(self, frames) -> None:
-        messages = []
-        for frame_type, payload in frames:
-            if frame_type == FRAME_TYPE_MESSAGE:
-                messages.append((*MESSAGE_HEADER.unpack_from(payload), payload[MESSAGE_HEADER_SIZE:]))
-            elif frame_type == FRAME_TYPE_RESPONSE:
+    def _on_frames(self, messages: list, others: list) -> None:
+        """Answers and errors first, in order; then the messages, in one call."""
+        for frame_type, payload in others:
+            if frame_type == FRAME_TYPE_RESPONSE:
                 if payload == HEARTBEAT:
                     self.send(commands.NOP)
                 elif self._pending:

@@ -13,7 +13,10 @@ import inspect
 import logging
 import random
 import signal
+from collections import deque
 from dataclasses import dataclass
+from functools import partial
+from operator import itemgetter
 
 import aiohttp
 
@@ -30,6 +33,7 @@ from .message import Message
 
 log = logging.getLogger("nsqpy.client")
 
+_attempts = itemgetter(1)  # of an arrival (timestamp, attempts, id, body)
 CLOSE_TIMEOUT = 1.0  # seconds a stopping consumer waits for nsqd to have read its last answers
 
 
@@ -83,7 +87,8 @@ class Consumer:
         self._is_async = _is_coroutine_callable(handler)
         self._executor = None if self._is_async else concurrent.futures.ThreadPoolExecutor(concurrency)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue | None = None
+        self._queue: deque[Message] = deque()  # messages waiting for a worker
+        self._idle_workers: deque[asyncio.Future] = deque()  # each resolved to wake one worker
         self._tasks: set[asyncio.Task] = set()
         self._workers: list[asyncio.Task] = []
         self._in_handler = 0  # messages inside the handler right now
@@ -157,7 +162,7 @@ class Consumer:
                 continue
             by_connection.setdefault(message.connection, []).append(message.id)
         for conn, ids in by_connection.items():
-            conn.send(commands.fin_many(ids))
+            conn.finish(ids)
             self._finished += len(ids)
             self._apply(self.flow.finished(conn, len(ids)))
         if self.dedup is not None:
@@ -214,7 +219,7 @@ class Consumer:
             conn.request(commands.CLS)
         try:
             async with asyncio.timeout(timeout):
-                while self._queue is not None and (self._queue.qsize() or self._busy()):
+                while self._queue or self._busy():
                     await asyncio.sleep(0.01)
         except TimeoutError:
             log.warning("consumer %s/%s: stop timed out with messages still in flight", self.topic,
@@ -251,7 +256,6 @@ class Consumer:
         self._loop = asyncio.get_running_loop()
         self.flow = FlowController(self.config, self._loop.time)
         self.flow.set_max_in_flight(self._max_in_flight)
-        self._queue = asyncio.Queue()
         self._workers = [self._loop.create_task(self._work()) for _ in range(self.concurrency)]
         self._spawn(self._redistribute_loop())
 
@@ -361,12 +365,28 @@ class Consumer:
         self.flow.received(conn, len(arrived))
         config, answered, queue = self.config, self._answered, self._queue
         max_attempts = config.max_attempts
-        for timestamp, attempts, message_id, body in arrived:
-            message = Message(message_id, body, timestamp, attempts, conn, config, answered)
-            if max_attempts and attempts > max_attempts:
-                self._give_up(message)
-            elif self.dedup is None or self._admit_copy(message):
-                queue.put_nowait(message)
+        if self.dedup is None and not (max_attempts and max(map(_attempts, arrived)) > max_attempts):
+            # the common case, nothing to decide per message
+            queue.extend([Message(message_id, body, timestamp, attempts, conn, config, answered)
+                          for timestamp, attempts, message_id, body in arrived])
+        else:
+            for timestamp, attempts, message_id, body in arrived:
+                message = Message(message_id, body, timestamp, attempts, conn, config, answered)
+                if max_attempts and attempts > max_attempts:
+                    self._give_up(message)
+                elif self.dedup is None or self._admit_copy(message):
+                    queue.append(message)
+        self._wake_workers()
+
+    def _wake_workers(self) -> None:
+        """As many idle workers as there are messages waiting (one wake-up per
+        worker, not per message)."""
+        idle, waiting = self._idle_workers, len(self._queue)
+        while idle and waiting:
+            waiter = idle.popleft()
+            if not waiter.done():  # a cancelled worker's is
+                waiter.set_result(None)
+                waiting -= 1
 
     def _give_up(self, message: Message) -> None:
         log.warning("consumer %s/%s: giving up on %s after %d attempts", self.topic, self.channel,
@@ -392,17 +412,21 @@ class Consumer:
         return self._in_handler > 0 or self.flow.in_flight > 0
 
     async def _work(self) -> None:
+        """One of ``concurrency`` workers: takes messages while there are any,
+        then sleeps until ``_wake_workers``."""
         queue = self._queue
-        handler = self.handler
         loop = self._loop
+        handle = self.handler if self._is_async else partial(loop.run_in_executor, self._executor, self.handler)
         while True:
-            message = await queue.get()
+            if not queue:
+                waiter = loop.create_future()
+                self._idle_workers.append(waiter)
+                await waiter
+                continue
+            message = queue.popleft()
             self._in_handler += 1
             try:
-                if self._is_async:
-                    await handler(message)
-                else:
-                    await loop.run_in_executor(self._executor, handler, message)
+                await handle(message)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -425,7 +449,8 @@ class Consumer:
             if message.dedup_key is not None:
                 successor = self.dedup.requeued(message.dedup_key, message)
                 if successor is not None:
-                    self._queue.put_nowait(successor)
+                    self._queue.append(successor)
+                    self._wake_workers()
         else:
             self._finished += 1
             decisions = self.flow.finished(conn)

@@ -13,8 +13,8 @@ class Message:
     to the handler (for work that finishes later).
     """
 
-    __slots__ = ("id", "body", "timestamp", "attempts", "nsqd_address", "dedup_key", "connection", "_config",
-                 "_on_answered", "_responded", "_auto")
+    __slots__ = ("id", "body", "timestamp", "attempts", "dedup_key", "connection", "_config", "_on_answered",
+                 "_responded", "_auto")
 
     def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int, connection,
                  config: Config, on_answered):
@@ -23,7 +23,6 @@ class Message:
         self.body = body
         self.timestamp = timestamp
         self.attempts = attempts
-        self.nsqd_address = connection.address
         self.dedup_key: str | None = None  # set by a consumer with dedup, from the body's key line
         self.connection = connection  # the one it came on, and the only one it can be answered on
         self._config = config
@@ -33,6 +32,10 @@ class Message:
 
     def __repr__(self) -> str:
         return f"Message(id={self.id!r}, attempts={self.attempts}, body={self.body[:40]!r})"
+
+    @property
+    def nsqd_address(self) -> str:
+        return self.connection.address
 
     @property
     def has_responded(self) -> bool:
@@ -63,7 +66,7 @@ class Message:
         if self._responded:
             return
         self._responded = True
-        self.connection.send(commands.fin(self.id))
+        self.connection.finish((self.id,))
         self._on_answered(self, False, False)
 
     def requeue(self, delay: float | None = None, backoff: bool = True) -> None:
