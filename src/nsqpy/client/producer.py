@@ -23,6 +23,7 @@ from itertools import count
 
 from ..protocol import commands
 from ..protocol.dedupkey import with_key
+from . import outbound
 from .config import Config
 from .conn import Connection
 from .errors import ConnectionClosedError, NoNodeAvailableError, ProtocolError, StoppedError
@@ -114,7 +115,7 @@ class Producer:
 
     async def multi_publish(self, topic: str, bodies: list[bytes]) -> str:
         """All or nothing on each node: nsqd queues every message or none."""
-        return await self._send(topic, commands.mpub(topic, self._keyed(bodies)))
+        return await self._send(topic, outbound.mpub(topic, self._keyed(bodies)))
 
     async def deferred_publish(self, topic: str, delay: float, body: bytes) -> str:
         """Deliver after ``delay`` seconds (whole milliseconds on the wire)."""
@@ -195,11 +196,21 @@ class Producer:
         limit = deadline - loop.time()
         if self._failover:
             limit = min(limit, self.node_timeout)
+        limit = max(limit, 0.001)
+        expiry = loop.time() + limit
         node.pending += 1
         try:
-            async with asyncio.timeout(max(limit, 0.001)):
-                conn = await self._connection(node.address)
-                await conn.request(command)
+            conn = self._conns.get(node.address)
+            if conn is None or conn.closed:
+                async with asyncio.timeout_at(expiry):
+                    conn = await self._connection(node.address)
+            # one timer on the answer, the cheapest deadline asyncio has (a publish's common path)
+            answer = conn.request(command)
+            timer = loop.call_at(expiry, _expire, answer)
+            try:
+                await answer
+            finally:
+                timer.cancel()
         except TimeoutError:
             conn = self._conns.pop(node.address, None)
             if conn is not None:
@@ -329,3 +340,8 @@ class Producer:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.debug("producer: background publish ended: %s", task.exception())
+
+
+def _expire(answer: asyncio.Future) -> None:
+    if not answer.done():
+        answer.set_exception(TimeoutError())

@@ -3,14 +3,18 @@
     with SyncProducer("127.0.0.1:4150") as producer:
         producer.publish("topic", b"body")
 
-A private event loop runs in a daemon thread; each call waits for nsqd's
-answer, at most ``timeout`` seconds. Several addresses, nsqlookupd and
-replicas work as with ``Producer``.
+A private event loop runs in a daemon thread (so that heartbeats are
+answered between calls); each call waits for nsqd's answer, at most
+``timeout`` seconds. Each call crosses threads twice, which costs about as
+much as the publish itself: the loop is uvloop's when installed, whose
+crossing is about a third cheaper than asyncio's. Several addresses,
+nsqlookupd and replicas work as with ``Producer``.
 """
 
 import asyncio
 import threading
 
+from ..eventloop import new_event_loop
 from .config import Config
 from .producer import Producer
 
@@ -25,7 +29,7 @@ class SyncProducer:
         self._producer = Producer(addresses, config, timeout=timeout, **options)
         self.address = self._producer.address
         self.timeout = timeout
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"nsqpy-producer-{self.address}",
                                         daemon=True)
         self._thread.start()
