@@ -7,8 +7,9 @@ Publish: MPUB batches of 200 x 200-byte messages, one batch in flight at a
 time, for --runfor seconds. Consume: --messages messages already queued on
 the client's own channel, max_in_flight 2500, FIN each. Each client runs in
 its own process (gevent and tornado stay apart) and reports the CPU time it
-spent (user + system) beside the wall time: nsqd may be the limit of a step,
-so CPU per message is the client's own cost.
+spent (user + system) beside the wall time; nsqd's CPU over the same step is
+read from /proc (Linux). nsqd may be the limit of a step: CPU per message is
+then the client's own cost, and nsqd's shows how close it is to a full core.
 
 ``--baseline SRC`` (a ``src`` folder holding another version of the
 ``nsqpy`` package, e.g. ``git archive HEAD~5 src | tar -x -C /tmp/old``)
@@ -56,9 +57,23 @@ def fill(address: str, topic: str, messages: int) -> None:
             producer.multi_publish(topic, batch)
 
 
-def figures(result: dict) -> tuple[float, float]:
-    """Messages per second, and the client's CPU microseconds per message."""
-    return result["messages"] / result["seconds"], result["cpu"] / result["messages"] * 1e6
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (Linux); NaN elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def step(pid: int, client: str, *args: str, source: str | None) -> tuple[float, float, float]:
+    """One step of one client: messages per second, then the client's and
+    nsqd's CPU microseconds per message."""
+    before = cpu_seconds(pid)
+    result = run(client, *args, source=source)
+    nsqd_cpu = cpu_seconds(pid) - before
+    messages = result["messages"]
+    return messages / result["seconds"], result["cpu"] / messages * 1e6, nsqd_cpu / messages * 1e6
 
 
 def main() -> None:
@@ -92,17 +107,22 @@ def main() -> None:
                 post(f"{daemon.http_url}/channel/create?topic={topic}&channel={channel}")
                 fill(address, topic, args.messages)
                 extra = extra + [certs.ca] if extra else extra
-                pub = run(client, "pub", address, f"client_pub_{number}", args.runfor, *extra, source=source)
-                sub = run(client, "sub", address, topic, str(args.messages), *extra, source=source)
-                rows.append((label, *figures(pub), *figures(sub)))
-                print(f"{label}: publish {rows[-1][1]:,.0f} msgs/s ({rows[-1][2]:.2f} µs CPU/msg), "
-                      f"consume {rows[-1][3]:,.0f} msgs/s ({rows[-1][4]:.2f} µs CPU/msg)", flush=True)
+                pid = daemon.process.pid
+                pub = step(pid, client, "pub", address, f"client_pub_{number}", args.runfor, *extra, source=source)
+                sub = step(pid, client, "sub", address, topic, str(args.messages), *extra, source=source)
+                rows.append((label, *pub, *sub))
+                print(f"{label}: publish {pub[0]:,.0f} msgs/s (CPU µs/msg: client {pub[1]:.2f}, nsqd {pub[2]:.2f}), "
+                      f"consume {sub[0]:,.0f} msgs/s (client {sub[1]:.2f}, nsqd {sub[2]:.2f})", flush=True)
+            print_table(rows)  # before nsqd stops: its shutdown cannot lose the figures
+
+
+def print_table(rows: list) -> None:
     print()
-    print("| client | publish (MPUB 200) msgs/s | client CPU µs/msg | consume (max_in_flight 2500) msgs/s "
-          "| client CPU µs/msg |")
+    print("| client | publish (MPUB 200) msgs/s | CPU µs/msg client / nsqd "
+          "| consume (max_in_flight 2500) msgs/s | CPU µs/msg client / nsqd |")
     print("|---|---:|---:|---:|---:|")
-    for client, pub, pub_cpu, sub, sub_cpu in rows:
-        print(f"| {client} | {pub:,.0f} | {pub_cpu:.2f} | {sub:,.0f} | {sub_cpu:.2f} |")
+    for client, pub, pub_cpu, pub_nsqd, sub, sub_cpu, sub_nsqd in rows:
+        print(f"| {client} | {pub:,.0f} | {pub_cpu:.2f} / {pub_nsqd:.2f} | {sub:,.0f} | {sub_cpu:.2f} / {sub_nsqd:.2f} |")
 
 
 if __name__ == "__main__":
