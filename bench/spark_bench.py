@@ -1,14 +1,23 @@
 """NSQ -> Spark -> Parquet, and DataFrame -> NSQ, on this machine.
 
-    python bench/spark_bench.py [--messages 500000] [--master local[*]]
+    python bench/spark_bench.py [--messages 500000] [--master local[*]] [--nodes 1]
+                                [--readers driver,executors]
+    python bench/spark_bench.py --scaling [--messages 100000]
 
-Archive: ``--messages`` 200-byte messages wait in a channel; the archive job
-(``nsq_to_parquet``'s query, availableNow) runs with batches of 10k and of
-100k messages. Reported: messages/s end to end (query start to end, Spark's
-query start-up included) and in steady state (rows over the batches' own
-durations). nsqd runs at its defaults (``--max-rdy-count=2500``, a memory
-queue of 10,000 and the rest on disk), as a new user's would: the source
-opens as many connections as its batches need.
+Archive: ``--messages`` 200-byte messages wait in a channel, spread over
+``--nodes`` nsqd; the archive job (``nsq_to_parquet``'s query, availableNow)
+runs with each reader (``reader=driver``: one consumer in Spark's driver;
+``reader=executors``: partitions read by the tasks) and batches of 10k and
+of 100k messages. Reported: messages/s end to end (query start to end,
+Spark's query start-up included) and in steady state (rows over the
+batches' own durations). nsqd runs at its defaults (``--max-rdy-count=2500``,
+a memory queue of 10,000 and the rest on disk), as a new user's would: the
+source opens as many connections as its batches need.
+
+Scaling (``--scaling``): the availableNow archive of ``--messages`` over two
+nsqd, batches of 100,000, each reader, run on ``local[1]`` and on
+``local[2]`` (a process each, as a master is fixed for a JVM's life); the
+table gives both and the ratio.
 
 Streaming: the same backlog archived by the streaming query with
 ``nsq_to_parquet``'s defaults (trigger and batch size); reported: messages/s
@@ -19,9 +28,13 @@ Sink: a DataFrame of ``--messages`` 200-byte binary bodies written with
 """
 
 import argparse
+import contextlib
 import datetime
+import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -45,9 +58,11 @@ def fill(nsqd, topic: str, count: int) -> None:
             producer.multi_publish(topic, [body] * min(1000, count - start))
 
 
-def archive(spark, nsqd, topic: str, per_batch: int, workdir: str) -> dict:
-    options = {"topic": topic, "channel": "archive", "nsqd_tcp_addresses": nsqd.tcp_address,
-               "nsqd_http_addresses": nsqd.http_address, "max_messages_per_batch": str(per_batch)}
+def archive(spark, nodes, topic: str, per_batch: int, reader: str, workdir: str) -> dict:
+    options = {"topic": topic, "channel": "archive", "reader": reader,
+               "nsqd_tcp_addresses": ",".join(nsqd.tcp_address for nsqd in nodes),
+               "nsqd_http_addresses": ",".join(nsqd.http_address for nsqd in nodes),
+               "max_messages_per_batch": str(per_batch)}
     started = time.perf_counter()
     query = start_archive(spark, options, os.path.join(workdir, "out"), os.path.join(workdir, "ck"),
                           available_now=True)
@@ -95,38 +110,93 @@ def sink(spark, nsqd, count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
+def archive_runs(spark, nodes, messages: int, readers, batch_sizes, workdir: str) -> list[tuple[str, dict]]:
+    """The availableNow archive of a fresh backlog for each reader and batch size."""
+    rows = []
+    for reader in readers:
+        for per_batch in batch_sizes:
+            topic = f"bench_{reader}_{per_batch}"
+            for i, nsqd in enumerate(nodes):
+                fill(nsqd, topic, messages // len(nodes) + (i < messages % len(nodes)))
+            result = archive(spark, nodes, topic, per_batch, reader, os.path.join(workdir, topic))
+            rows.append((f"nsqd -> Parquet, availableNow, reader={reader}, batches of {per_batch:,}", result))
+            print(f"{rows[-1][0]}: {result['end_to_end']:,.0f} msgs/s end to end, "
+                  f"{result['steady']:,.0f} msgs/s in batches ({result['batches']} batches; median ms per batch: "
+                  + ", ".join(f"{phase} {ms:.0f}" for phase, ms in result["phases"].items()) + ")", flush=True)
+    return rows
+
+
+@contextlib.contextmanager
+def nsqd_nodes(data: str, count: int):
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(nsqd_process(os.path.join(data, f"nsqd{i}"))) for i in range(count)]
+
+
+def scaling(messages: int) -> None:
+    """This benchmark on local[1], then on local[2], over two nsqd (a child process each)."""
+    results = {}
+    for master in ("local[1]", "local[2]"):
+        print(f"running on {master} ...", flush=True)
+        child = subprocess.run([sys.executable, __file__, "--master", master, "--nodes", "2", "--messages",
+                                str(messages), "--batch-sizes", "100000", "--archive-only", "--json"],
+                               capture_output=True, text=True, check=False)
+        lines = [line for line in child.stdout.splitlines() if line.startswith("{")]
+        if child.returncode or not lines:
+            raise SystemExit(f"the {master} run failed:\n{child.stdout[-3000:]}{child.stderr[-3000:]}")
+        results[master] = json.loads(lines[-1])
+    print()
+    print(f"| availableNow, {messages:,} x {BODY_SIZE} B over 2 nsqd, batches of 100,000 | local[1] msgs/s | "
+          f"local[2] msgs/s | local[2] / local[1] |")
+    print("|---|---:|---:|---:|")
+    for label in results["local[1]"]:
+        one, two = results["local[1]"][label], results["local[2]"][label]
+        print(f"| {label.split(', ')[2]}, end to end | {one['end_to_end']:,.0f} | {two['end_to_end']:,.0f} | "
+              f"{two['end_to_end'] / one['end_to_end']:.2f} |")
+        print(f"| {label.split(', ')[2]}, in batches | {one['steady']:,.0f} | {two['steady']:,.0f} | "
+              f"{two['steady'] / one['steady']:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=500000)
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--nodes", type=int, default=1, help="nsqd nodes the backlog is spread over")
+    parser.add_argument("--readers", default="driver,executors", help="comma-separated: driver, executors")
     parser.add_argument("--batch-sizes", default="10000,100000", help="comma-separated messages per batch "
                                                                      "(100,000 is nsq_to_parquet's default)")
+    parser.add_argument("--archive-only", action="store_true", help="no sink and no streaming run")
+    parser.add_argument("--json", action="store_true", help="end with the archive results as one JSON line")
+    parser.add_argument("--scaling", action="store_true", help="local[1] against local[2] over two nsqd")
     args = parser.parse_args()
+    if args.scaling:
+        scaling(args.messages)
+        return
     spark = build_session(args.master, "nsqpy-spark-bench")
-    rows = []
-    with tempfile.TemporaryDirectory() as data, nsqd_process(os.path.join(data, "nsqd")) as nsqd:
-        rate = sink(spark, nsqd, args.messages)
-        print(f"DataFrame -> nsqd: {rate:,.0f} msgs/s", flush=True)
-        for per_batch in (int(size) for size in args.batch_sizes.split(",")):
-            topic = f"bench_{per_batch}"
-            fill(nsqd, topic, args.messages)
-            result = archive(spark, nsqd, topic, per_batch, os.path.join(data, topic))
-            rows.append((f"nsqd -> Parquet, availableNow, batches of {per_batch:,}", result))
-            print(f"{rows[-1][0]}: {result['end_to_end']:,.0f} msgs/s end to end, "
-                  f"{result['steady']:,.0f} msgs/s in batches ({result['batches']} batches; median ms per batch: "
-                  + ", ".join(f"{phase} {ms:.0f}" for phase, ms in result["phases"].items()) + ")", flush=True)
-        fill(nsqd, "bench_stream", args.messages)
-        streaming = stream(spark, nsqd, "bench_stream", args.messages, os.path.join(data, "bench_stream"))
-        print(f"nsqd -> Parquet, streaming, trigger {DEFAULT_TRIGGER}: {streaming:,.0f} msgs/s", flush=True)
+    readers = args.readers.split(",")
+    batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
+    with tempfile.TemporaryDirectory() as data, nsqd_nodes(data, args.nodes) as nodes:
+        if not args.archive_only:
+            rate = sink(spark, nodes[0], args.messages)
+            print(f"DataFrame -> nsqd: {rate:,.0f} msgs/s", flush=True)
+        rows = archive_runs(spark, nodes, args.messages, readers, batch_sizes, data)
+        if not args.archive_only:
+            fill(nodes[0], "bench_stream", args.messages)
+            streaming = stream(spark, nodes[0], "bench_stream", args.messages, os.path.join(data, "bench_stream"))
+            print(f"nsqd -> Parquet, streaming, trigger {DEFAULT_TRIGGER}: {streaming:,.0f} msgs/s", flush=True)
     spark.stop()
+    if args.json:
+        print(json.dumps({label: {k: result[k] for k in ("end_to_end", "steady")} for label, result in rows}))
+        return
     print()
-    print(f"| run ({args.messages:,} x {BODY_SIZE} B, {args.master}) | msgs/s end to end | msgs/s in batches |")
+    print(f"| run ({args.messages:,} x {BODY_SIZE} B, {args.nodes} nsqd, {args.master}) | msgs/s end to end | "
+          f"msgs/s in batches |")
     print("|---|---:|---:|")
     for label, result in rows:
         print(f"| {label} | {result['end_to_end']:,.0f} | {result['steady']:,.0f} |")
-    print(f"| nsqd -> Parquet, streaming (trigger {DEFAULT_TRIGGER}, batches of "
-          f"{DEFAULT_MAX_MESSAGES_PER_BATCH:,}) | | {streaming:,.0f} |")
-    print(f"| DataFrame -> nsqd (write.format(\"nsq\")) | {rate:,.0f} | |")
+    if not args.archive_only:
+        print(f"| nsqd -> Parquet, streaming (trigger {DEFAULT_TRIGGER}, batches of "
+              f"{DEFAULT_MAX_MESSAGES_PER_BATCH:,}) | | {streaming:,.0f} |")
+        print(f"| DataFrame -> nsqd (write.format(\"nsq\")) | {rate:,.0f} | |")
 
 
 if __name__ == "__main__":

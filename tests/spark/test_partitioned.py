@@ -173,7 +173,7 @@ def test_driver_killed_between_the_log_and_the_commit_archives_every_message_onc
     out = tmp_path / "out"
     wal = out / "_checkpoint" / "nsq-wal"
     running = archiver(archive_command(spark_nsqd, topic, out, "--trigger=0 seconds", "--status-every=0.1",
-                                       "--max-messages-per-batch=1000", "--option=reader=executors",
+                                       "--max-messages-per-batch=1000", "--reader=executors",
                                        "--option=max_messages_per_partition=500"))
     running.wait_for(rows_at_least(1000), timeout=90)
     wait_until(lambda: any(wal.glob("batch-*.arrow")), timeout=30, interval=0.005)
@@ -210,7 +210,7 @@ def test_local_1_and_local_2_archive_the_same_backlog_from_two_nsqd(spark, start
                 [f"--nsqd-http-address={n.http_address}" for n in nodes]
     single = archiver([sys.executable, "-m", "nsqpy.cli.nsq_to_parquet", f"--topic={topic}", "--channel=one",
                        *addresses, f"--output-dir={tmp_path / 'one'}", "--master=local[1]", "--available-now",
-                       "--option=reader=executors", "--option=max_messages_per_partition=1000"])
+                       "--reader=executors", "--option=max_messages_per_partition=1000"])
     assert single.wait(120) == 0, single.output
 
     options = _executors_options(nodes, topic, tmp_path / "wal", max_messages_per_partition=1000)

@@ -57,6 +57,10 @@ def parse_args(argv):
     parser.add_argument("--max-messages-per-batch", type=int, default=DEFAULT_MAX_MESSAGES_PER_BATCH,
                         help="cap on one micro-batch (default 100000; as many connections per nsqd are "
                              "opened as nsqd's --max-rdy-count requires)")
+    parser.add_argument("--reader", choices=("driver", "executors"), default="driver",
+                        help="where nsqd is read: 'driver' (default; one consumer in Spark's driver) or "
+                             "'executors' (each batch split into partitions per nsqd, read in parallel by the "
+                             "tasks and logged under the checkpoint, which every executor must see)")
     parser.add_argument("--wal", action="store_true",
                         help="keep a write-ahead log under the checkpoint: exact replays after a driver crash")
     parser.add_argument("--status-every", type=float, default=10.0, help="seconds between status lines")
@@ -78,13 +82,14 @@ def source_options(args) -> dict:
         "topic": args.topic,
         "channel": args.channel,
         "max_messages_per_batch": str(args.max_messages_per_batch),
+        "reader": args.reader,
     }
     for name, values in (("lookupd_http_addresses", args.lookupd_http_address),
                          ("nsqd_tcp_addresses", args.nsqd_tcp_address),
                          ("nsqd_http_addresses", args.nsqd_http_address)):
         if values:
             options[name] = ",".join(values)
-    if args.wal:
+    if args.wal or args.reader == "executors":
         options["walPath"] = os.path.join(os.path.abspath(args.checkpoint_dir), "nsq-wal")
     options.update(setting.split("=", 1) for setting in args.option)
     return options

@@ -157,7 +157,7 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             options, nsqd_tcp_addresses=(partition.nsqd_tcp_address,), lookupd_http_addresses=(),
             config=dataclasses.replace(options.config, max_in_flight=partition.max_messages)))
         try:
-            messages = fetcher.take(partition.max_messages, options.idle_timeout, options.batch_wait)
+            messages = self._take(fetcher, partition.max_messages)
             fetcher.pause()
             messages = self._drop_redeliveries(messages, fetcher, partition_log)
             rows = None
@@ -171,6 +171,19 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return rows
         finally:
             fetcher.close()
+
+    def _take(self, fetcher: Fetcher, wanted: int) -> list:
+        """The partition's share: a take ends early when every connection is
+        full while the last arrivals are still being handed over, so take
+        again until the share is in or nothing more comes for ``batch_wait``."""
+        options = self.options
+        messages = fetcher.take(wanted, options.idle_timeout, options.batch_wait)
+        while messages and len(messages) < wanted:
+            more = fetcher.take(wanted - len(messages), options.batch_wait, options.batch_wait)
+            if not more:
+                break
+            messages += more
+        return messages
 
     @staticmethod
     def _drop_redeliveries(messages, fetcher: Fetcher, partition_log: PartitionLog) -> list:

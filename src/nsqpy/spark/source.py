@@ -11,6 +11,10 @@ asked only once ``commits/N`` is durable in the checkpoint, so batch N is
 FINished there; ``commit(end)`` does the same for anything older, as a
 backstop. A driver that dies before that loses nothing: its connections
 close and nsqd redelivers (at-least-once).
+
+This is ``reader=driver``, the default: no storage shared with the
+executors is needed, and one process reads every message. The other reader,
+``reader=executors`` (``partitioned.py``), reads on the tasks.
 """
 
 import logging
