@@ -144,10 +144,12 @@ def test_kill_9_while_dead_lettering_loses_nothing_and_dead_letters_nothing_twic
         with WireConn(daemon.tcp_hostport) as c:
             c.subscribe("poison.dead", "dl", rdy=200)
             dead = c.drain(quiet=2)
-        stats = http_json("GET", f"{daemon.http_url}/stats?format=json&topic=poison")[1]
+        source = http_json("GET", f"{daemon.http_url}/stats?format=json&topic=poison")[1]["topics"][0]
+    left = {name: source["channels"][0][name] for name in ("depth", "in_flight_count", "deferred_count")}
     lost = set(acked) - set(dead)
-    assert not lost, f"{len(lost)} acknowledged messages never dead-lettered, e.g. {sorted(lost)[:5]}"
+    assert not lost, (f"{len(lost)} acknowledged messages never dead-lettered, e.g. {sorted(lost)[:5]}; "
+                      f"left at the source: topic depth {source['depth']}, channel {left}")
     twice = [body for body, count in Counter(dead).items() if count > 1]
     assert not twice, f"{len(twice)} messages dead-lettered more than once, e.g. {twice[:5]}"
-    assert stats["topics"][0]["channels"][0]["depth"] == 0
+    assert left == {"depth": 0, "in_flight_count": 0, "deferred_count": 0}
     print(f"\n{len(acked)} acknowledged, {len(dead)} dead-lettered once each")
