@@ -9,7 +9,7 @@ import pytest
 
 from nsqpy.spark.archive import drain_file, start_archive, stop_gracefully
 from nsqpy.spark.options import SourceOptions
-from nsqpy.spark.partitioned import NSQPartitionedReader
+from nsqpy.spark.partitioned import NSQPartition, NSQPartitionedReader
 from nsqpy.spark.plan import initial_offset, plan_batch, split
 from tests.support.wire import http_json, wait_until
 
@@ -61,6 +61,15 @@ def test_a_retried_task_replays_its_partition_and_reads_nsqd_no_more(spark_nsqd,
     assert (stats["depth"], stats["in_flight_count"], stats["requeue_count"]) == (200, 0, 0)
     assert len(_logged(tmp_path / "wal")) == 4  # two partitions, each logged and confirmed
     reader.commit(end)
+    assert _logged(tmp_path / "wal") == []
+
+
+def test_a_partition_whose_nsqd_is_gone_reads_nothing(start_nsqd, topic, tmp_path):
+    """nsqd stopped between the plan and the task: the batch goes on without it."""
+    nsqd = start_nsqd()
+    reader = NSQPartitionedReader(SourceOptions.parse(_executors_options([nsqd], topic, tmp_path / "wal")))
+    nsqd.stop()
+    assert list(reader.read(NSQPartition(1, 0, nsqd.tcp_address, 100))) == []
     assert _logged(tmp_path / "wal") == []
 
 

@@ -40,6 +40,7 @@ import time
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
+from ..client import NSQError
 from . import drain
 from .backlog import find_nodes, node_backlog
 from .fetcher import Fetcher
@@ -151,11 +152,17 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return iter([rows] if rows is not None else [])
 
     def _receive(self, partition: NSQPartition, partition_log: PartitionLog):
-        """Receive, log, then FIN and wait for nsqd's confirmation."""
+        """Receive, log, then FIN and wait for nsqd's confirmation. An nsqd
+        that cannot be reached gives nothing (and loses nothing)."""
         options = self.options
-        fetcher = Fetcher(dataclasses.replace(
-            options, nsqd_tcp_addresses=(partition.nsqd_tcp_address,), lookupd_http_addresses=(),
-            config=dataclasses.replace(options.config, max_in_flight=partition.max_messages)))
+        try:
+            fetcher = Fetcher(dataclasses.replace(
+                options, nsqd_tcp_addresses=(partition.nsqd_tcp_address,), lookupd_http_addresses=(),
+                config=dataclasses.replace(options.config, max_in_flight=partition.max_messages)))
+        except NSQError as error:  # gone since the plan: its messages wait there for a later batch
+            log.warning("nsq source: batch %d partition %d reads nothing: %s", partition.batch, partition.index,
+                        error)
+            return None
         try:
             messages = self._take(fetcher, partition.max_messages)
             fetcher.pause()
