@@ -1,21 +1,17 @@
 """Consuming a topic's channel from many nsqd: go-nsq's behaviour, asyncio first.
 
 The Consumer owns its connections (direct, or found through nsqlookupd,
-each remade after it drops), the handler's worker pool, and the answers to
-messages. How much each nsqd may send, and when to back off, is decided by
+each remade after it drops), the handler's workers (``workers.Workers``),
+and the answers to messages. How much each nsqd may send, and when to back off, is decided by
 its ``flow.FlowController`` from the events reported here: RDY is sent only
 as it says.
 """
 
 import asyncio
-import concurrent.futures
-import inspect
 import logging
 import random
 import signal
-from collections import deque
 from dataclasses import dataclass
-from functools import partial
 from operator import itemgetter
 
 import aiohttp
@@ -30,6 +26,7 @@ from .discovery import lookup_producers
 from .errors import NSQError, ProtocolError, StoppedError
 from .flow import NOTHING, Decisions, FlowController
 from .message import Message
+from .workers import Workers
 
 log = logging.getLogger("nsqpy.client")
 
@@ -84,14 +81,9 @@ class Consumer:
         self.flow: FlowController | None = None  # made with the loop, whose clock it reads
         self._max_in_flight = self.config.max_in_flight  # until there is a flow controller
 
-        self._is_async = _is_coroutine_callable(handler)
-        self._executor = None if self._is_async else concurrent.futures.ThreadPoolExecutor(concurrency)
+        self._workers = Workers(handler, concurrency, f"{topic}/{channel}")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: deque[Message] = deque()  # messages waiting for a worker
-        self._idle_workers: deque[asyncio.Future] = deque()  # each resolved to wake one worker
         self._tasks: set[asyncio.Task] = set()
-        self._workers: list[asyncio.Task] = []
-        self._in_handler = 0  # messages inside the handler right now
         self._connecting: set[str] = set()
         self._nsqd_addresses: list[str] = []
         self._lookupd_addresses: list[str] = []
@@ -219,18 +211,15 @@ class Consumer:
             conn.request(commands.CLS)
         try:
             async with asyncio.timeout(timeout):
-                while self._queue or self._busy():
+                while self._workers.busy or self.flow.in_flight:
                     await asyncio.sleep(0.01)
         except TimeoutError:
             log.warning("consumer %s/%s: stop timed out with messages still in flight", self.topic,
                         self.channel)
-        for worker in self._workers:
-            worker.cancel()
+        self._workers.stop()
         await asyncio.gather(*(conn.close_gracefully(CLOSE_TIMEOUT) for conn in list(self.connections.values())))
         if self._http is not None:
             await self._http.close()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
 
     def run(self, *, nsqd_tcp_addresses=(), lookupd_http_addresses=()) -> None:
         """Blocking facade: connect, consume until SIGINT/SIGTERM, stop gracefully."""
@@ -256,7 +245,7 @@ class Consumer:
         self._loop = asyncio.get_running_loop()
         self.flow = FlowController(self.config, self._loop.time)
         self.flow.set_max_in_flight(self._max_in_flight)
-        self._workers = [self._loop.create_task(self._work()) for _ in range(self.concurrency)]
+        self._workers.start(self._loop)
         self._spawn(self._redistribute_loop())
 
     def _spawn(self, coroutine) -> None:
@@ -363,30 +352,20 @@ class Consumer:
         or queued for the handler."""
         self._received += len(arrived)
         self.flow.received(conn, len(arrived))
-        config, answered, queue = self.config, self._answered, self._queue
+        config, answered = self.config, self._answered
         max_attempts = config.max_attempts
+        messages = [Message(message_id, body, timestamp, attempts, conn, config, answered)
+                    for timestamp, attempts, message_id, body in arrived]
         if self.dedup is None and not (max_attempts and max(map(_attempts, arrived)) > max_attempts):
-            # the common case, nothing to decide per message
-            queue.extend([Message(message_id, body, timestamp, attempts, conn, config, answered)
-                          for timestamp, attempts, message_id, body in arrived])
-        else:
-            for timestamp, attempts, message_id, body in arrived:
-                message = Message(message_id, body, timestamp, attempts, conn, config, answered)
-                if max_attempts and attempts > max_attempts:
-                    self._give_up(message)
-                elif self.dedup is None or self._admit_copy(message):
-                    queue.append(message)
-        self._wake_workers()
-
-    def _wake_workers(self) -> None:
-        """As many idle workers as there are messages waiting (one wake-up per
-        worker, not per message)."""
-        idle, waiting = self._idle_workers, len(self._queue)
-        while idle and waiting:
-            waiter = idle.popleft()
-            if not waiter.done():  # a cancelled worker's is
-                waiter.set_result(None)
-                waiting -= 1
+            self._workers.deliver(messages)  # the common case: nothing to decide per message
+            return
+        admitted = []
+        for message in messages:
+            if max_attempts and message.attempts > max_attempts:
+                self._give_up(message)
+            elif self.dedup is None or self._admit_copy(message):
+                admitted.append(message)
+        self._workers.deliver(admitted)
 
     def _give_up(self, message: Message) -> None:
         log.warning("consumer %s/%s: giving up on %s after %d attempts", self.topic, self.channel,
@@ -408,38 +387,6 @@ class Consumer:
             message.finish()
         return verdict == DELIVER
 
-    def _busy(self) -> bool:
-        return self._in_handler > 0 or self.flow.in_flight > 0
-
-    async def _work(self) -> None:
-        """One of ``concurrency`` workers: takes messages while there are any,
-        then sleeps until ``_wake_workers``."""
-        queue = self._queue
-        loop = self._loop
-        handle = self.handler if self._is_async else partial(loop.run_in_executor, self._executor, self.handler)
-        while True:
-            if not queue:
-                waiter = loop.create_future()
-                self._idle_workers.append(waiter)
-                await waiter
-                continue
-            message = queue.popleft()
-            self._in_handler += 1
-            try:
-                await handle(message)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("consumer %s/%s: handler failed on %s", self.topic, self.channel,
-                              message.id.decode())
-                if message.auto_response:
-                    message.requeue()
-            else:
-                if message.auto_response:
-                    message.finish()
-            finally:
-                self._in_handler -= 1
-
     def _answered(self, message: Message, requeued: bool, backoff: bool) -> None:
         """A message's first FIN or REQ (Message calls this)."""
         conn = message.connection
@@ -449,8 +396,7 @@ class Consumer:
             if message.dedup_key is not None:
                 successor = self.dedup.requeued(message.dedup_key, message)
                 if successor is not None:
-                    self._queue.append(successor)
-                    self._wake_workers()
+                    self._workers.deliver([successor])
         else:
             self._finished += 1
             decisions = self.flow.finished(conn)
@@ -483,7 +429,3 @@ class Consumer:
             await asyncio.sleep(self.config.rdy_redistribute_interval)
             self._apply(self.flow.tick())
 
-
-def _is_coroutine_callable(handler) -> bool:
-    """An ``async def`` function, or an object whose ``__call__`` is one."""
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(getattr(handler, "__call__", None))

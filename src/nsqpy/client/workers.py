@@ -1,0 +1,145 @@
+"""A consumer's handler at work: ``concurrency`` workers fed from one queue.
+
+A coroutine function runs on the event loop, each worker taking one message
+after another. A plain function runs on a pool of ``concurrency`` threads,
+and each crossing to a thread and back costs more than a small handler: so
+a worker hands its thread a batch (its share of what is waiting), which runs
+until done or until ``BATCH_TIME`` has passed. The messages handled are then
+answered together and the rest go back to the front of the queue, so no
+answer waits long behind its batch.
+
+Returning answers FIN, raising answers REQ, unless the handler took the
+answer in hand (``message.disable_auto_response()``). Messages arrive by the
+read (``deliver``): workers are woken once per read, not once per message.
+"""
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import time
+from collections import deque
+
+from .message import Message
+
+log = logging.getLogger("nsqpy.client")
+
+BATCH_TIME = 0.01  # seconds a thread keeps handling one batch before its answers go out
+
+
+class Workers:
+    def __init__(self, handler, concurrency: int, name: str):
+        """``name`` (``topic/channel``) prefixes the log lines."""
+        self.handler = handler
+        self.concurrency = concurrency
+        self.queue: deque[Message] = deque()  # messages waiting for a worker
+        self.in_handler = 0  # messages handed to the handler and not yet returned
+        self._name = name
+        self._is_async = _is_coroutine_callable(handler)
+        self._executor = None if self._is_async else concurrent.futures.ThreadPoolExecutor(concurrency)
+        self._idle: deque[asyncio.Future] = deque()  # one per sleeping worker, resolved to wake it
+        self._tasks: list[asyncio.Task] = []
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.queue) or self.in_handler > 0
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        work = self._work_on_loop if self._is_async else self._work_in_threads
+        self._tasks = [loop.create_task(work()) for _ in range(self.concurrency)]
+
+    def stop(self) -> None:
+        """Workers end now; a handler running in a thread finishes unanswered
+        (nsqd delivers its message again)."""
+        for task in self._tasks:
+            task.cancel()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+
+    def deliver(self, messages) -> None:
+        """Queue messages and wake as many sleeping workers as they need."""
+        self.queue.extend(messages)
+        self._wake()
+
+    def _wake(self) -> None:
+        idle, waiting = self._idle, len(self.queue)
+        while idle and waiting:
+            waiter = idle.popleft()
+            if not waiter.done():  # a cancelled worker's is
+                waiter.set_result(None)
+                waiting -= 1
+
+    async def _sleep(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._idle.append(waiter)
+        await waiter
+
+    async def _work_on_loop(self) -> None:
+        queue, handler = self.queue, self.handler
+        while True:
+            if not queue:
+                await self._sleep()
+                continue
+            message = queue.popleft()
+            self.in_handler += 1
+            try:
+                await handler(message)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self._failed(message, error)
+            else:
+                if message.auto_response:
+                    message.finish()
+            finally:
+                self.in_handler -= 1
+
+    async def _work_in_threads(self) -> None:
+        queue, loop = self.queue, asyncio.get_running_loop()
+        while True:
+            if not queue:
+                await self._sleep()
+                continue
+            share = max(1, len(queue) // self.concurrency)
+            batch = [queue.popleft() for _ in range(min(share, len(queue)))]
+            self.in_handler += len(batch)
+            try:
+                outcomes = await loop.run_in_executor(self._executor, _handle_batch, self.handler, batch)
+            finally:
+                self.in_handler -= len(batch)
+            for message, error in zip(batch, outcomes):
+                if error is not None:
+                    self._failed(message, error)
+                elif message.auto_response:
+                    message.finish()
+            if len(outcomes) < len(batch):  # out of time: the rest first in line again
+                queue.extendleft(reversed(batch[len(outcomes):]))
+                self._wake()
+
+    def _failed(self, message: Message, error: Exception) -> None:
+        log.error("consumer %s: handler failed on %s", self._name, message.id.decode(),
+                  exc_info=(type(error), error, error.__traceback__))
+        if message.auto_response:
+            message.requeue()
+
+
+def _handle_batch(handler, batch: list[Message]) -> list[Exception | None]:
+    """In a pool thread: each message's outcome (None or the exception
+    raised), stopping after ``BATCH_TIME``."""
+    outcomes: list[Exception | None] = []
+    deadline = time.monotonic() + BATCH_TIME
+    for message in batch:
+        try:
+            handler(message)
+        except Exception as error:
+            outcomes.append(error)
+        else:
+            outcomes.append(None)
+        if time.monotonic() > deadline:
+            break
+    return outcomes
+
+
+def _is_coroutine_callable(handler) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(getattr(handler, "__call__", None))
