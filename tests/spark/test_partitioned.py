@@ -2,15 +2,19 @@
 parallel partitions, and replays from the partition log."""
 
 import collections
+import dataclasses
 import json
 import sys
 
 import pytest
 
 from nsqpy.spark.archive import drain_file, start_archive, stop_gracefully
+from nsqpy.spark.fetcher import Fetcher
 from nsqpy.spark.options import SourceOptions
 from nsqpy.spark.partitioned import NSQPartition, NSQPartitionedReader
 from nsqpy.spark.plan import initial_offset, plan_batch, split
+from nsqpy.spark.source import to_record_batch
+from nsqpy.spark.wal import PartitionLog
 from tests.support.wire import http_json, wait_until
 
 from .conftest import (archive_command, archived_bodies, bodies_other_readers_see, channel_stats, publish,
@@ -62,6 +66,31 @@ def test_a_retried_task_replays_its_partition_and_reads_nsqd_no_more(spark_nsqd,
     assert len(_logged(tmp_path / "wal")) == 4  # two partitions, each logged and confirmed
     reader.commit(end)
     assert _logged(tmp_path / "wal") == []
+
+
+def test_redeliveries_of_a_partition_nsqd_never_confirmed_are_dropped(spark_nsqd, topic, tmp_path):
+    """The window: a partition logged its rows, and its FINs never reached
+    nsqd (here: never sent, the connection closed). nsqd delivers the
+    messages again; the partition that receives them FINs them and archives
+    nothing: every one was received (nothing waits or is in flight), none
+    returned."""
+    publish(spark_nsqd, topic, _bodies(topic, 100))
+    options = SourceOptions.parse(_executors_options([spark_nsqd], topic, tmp_path / "wal", idle_timeout=10))
+    reader = NSQPartitionedReader(options)
+    fetcher = Fetcher(dataclasses.replace(options, config=dataclasses.replace(options.config, max_in_flight=100)))
+    try:
+        held = fetcher.take(100, 5, 1)
+        PartitionLog(options.wal_path).write(1, 0, to_record_batch(held, topic, reader.schema, False))
+    finally:
+        fetcher.close()
+    assert len(held) == 100
+    reader.commit({"batch": 1, "plan": [[spark_nsqd.tcp_address, 100]]})
+    assert sorted(path.name for path in (tmp_path / "wal" / "watch").iterdir()) == [
+        "batch-00000000000000000001-part-00000.arrow"]
+
+    assert list(reader.read(NSQPartition(2, 0, spark_nsqd.tcp_address, 100))) == []
+    stats = channel_stats(spark_nsqd, topic, "archive")
+    assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
 
 
 def test_a_partition_whose_nsqd_is_gone_reads_nothing(start_nsqd, topic, tmp_path):
