@@ -1,7 +1,7 @@
 """Python NSQ clients side by side against one nsqd: nsqpy, pynsq, gnsq.
 
     python bench/client_bench.py [--runfor 5] [--messages 200000] [--clients nsqpy,pynsq,gnsq]
-                                 [--baseline SRC] [--rounds N]
+                                 [--baseline SRC] [--rounds N] [--nsqd PATH]
 
 Publish: MPUB batches of 200 x 200-byte messages, one batch in flight at a
 time, for --runfor seconds. Consume: --messages messages already queued on
@@ -15,7 +15,9 @@ then the client's own cost, and nsqd's shows how close it is to a full core.
 ``nsqpy`` package, e.g. ``git archive HEAD~5 src | tar -x -C /tmp/old``)
 adds rows for that version's client against the same nsqd in the same run:
 before and after, measured alike. ``--rounds`` alternates every client that
-many times, so that noise shows as a spread.
+many times, so that noise shows as a spread. ``--nsqd PATH`` runs the steps
+against another nsqd program (NSQ's Go nsqd, say), so that the clients can
+be compared where nsqd is not the limit.
 """
 
 import argparse
@@ -83,6 +85,7 @@ def main() -> None:
     p.add_argument("--clients", default=",".join(CLIENTS), help=f"comma-separated, of {', '.join(CLIENTS)}")
     p.add_argument("--baseline", metavar="SRC", help="also the nsqpy client imported from this src folder")
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--nsqd", metavar="PATH", help="run this nsqd program instead of ours")
     p.add_argument("--compression", action="store_true",
                    help="instead: nsqpy's client plain, with snappy and with deflate")
     args = p.parse_args()
@@ -96,7 +99,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as data:
         certs = make_certs(Path(data))
         tls = (f"--tls-cert={certs.server_cert}", f"--tls-key={certs.server_key}")
-        with nsqd_process(data, "--mem-queue-size=10000000", *tls) as daemon:
+        with nsqd_process(data, "--mem-queue-size=10000000", *tls, executable=args.nsqd) as daemon:
             address = daemon.tcp_address
             for number, (label, extra) in enumerate(runs):
                 client = label.split()[0]
