@@ -18,15 +18,17 @@ of a batch is deleted once the batch commits (Spark's default micro-batch
 engine: asynchronous progress tracking commits out of that order).
 
 The guarantee, with Spark's default micro-batch engine and an idempotent
-sink (the file sink, ``foreachBatch`` keyed by batch id): every message is
-archived exactly once, through task retries, executor and driver kills,
-Ctrl-C and nsqd restarts. One window remains: nsqd not confirming a
-partition's FINs (its connection drops, or the task dies, after the log
-write and before CLOSE_WAIT). Then nsqd delivers those messages again; the
-partition stays in the log's ``watch/`` and later partitions drop the
-redeliveries, for ``wal.WATCH_SECONDS``. A copy can appear only when a
-redelivery comes later than that, or the log is lost; it has the same
-``id`` (the dedup column) and a higher ``attempts``.
+sink (the file sink; ``foreachBatch`` keyed by batch id): every message is
+archived exactly once through task retries, executor and driver kills,
+``query.stop()``, Ctrl-C and nsqd restarts. When nsqd does not confirm a
+partition's FINs (its connection drops, or its task dies, after the log
+write), nsqd delivers those messages again, and later partitions drop the
+redeliveries: the log names them (unconfirmed, then in ``watch/`` for
+``wal.WATCH_SECONDS`` once the batch commits). So a copy appears only when a
+redelivery comes later than that or the log is lost, or when a connection
+drops between a partition's receiving a message and logging it and another
+partition archives the redelivery before that log is written. A copy has
+the same ``id`` (the dedup column) and a higher ``attempts``.
 
 ``walPath`` must be storage every executor sees (a shared mount, HDFS,
 S3); ``start_archive`` puts it under the checkpoint.
@@ -197,7 +199,7 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """FIN, unarchived, the messages an unconfirmed partition archived already."""
         if not messages:
             return messages
-        archived = partition_log.watched_ids()
+        archived = partition_log.unconfirmed_ids()
         if not archived:
             return messages
         copies = [m for m in messages if m.id.decode("ascii") in archived]

@@ -136,9 +136,9 @@ class PartitionLog:
     before any of its messages is FINished; ``<same>.confirmed`` (empty)
     says nsqd confirmed all of those FINs. A task that finds its file
     replays it instead of reading nsqd. Once the batch commits, a confirmed
-    entry is deleted; an unconfirmed one moves to ``watch/``, where the ids
-    it holds are looked for (and their redeliveries dropped) for
-    ``WATCH_SECONDS``.
+    entry is deleted; an unconfirmed one moves to ``watch/`` for
+    ``WATCH_SECONDS``. The ids of unconfirmed entries, logged or watched, are
+    what later partitions drop when nsqd delivers them again.
     """
 
     def __init__(self, path: str):
@@ -199,13 +199,20 @@ class PartitionLog:
     def read_watched(self, batch: int, index: int) -> list[pa.RecordBatch]:
         return _read(self._fs, self._file(batch, index, "/watch"))
 
-    def watched_ids(self) -> set[str]:
-        """Ids of messages archived by partitions whose FINs nsqd never confirmed."""
+    def unconfirmed_ids(self) -> set[str]:
+        """Ids of messages archived by partitions whose FINs nsqd has not
+        confirmed: watched ones, and logged ones without their mark (a
+        partition still answering, or one that failed to)."""
+        files = [info.path for info in self._listing("/watch") if _PARTITION.match(info.base_name)]
+        files += [self._file(batch, index) for batch, index, confirmed in self.entries() if not confirmed]
         ids: set[str] = set()
-        for info in self._listing("/watch"):
-            if _PARTITION.match(info.base_name):
-                for rows in _read(self._fs, info.path):
-                    ids.update(rows.column("id").to_pylist())
+        for path in files:
+            try:
+                batches = _read(self._fs, path)
+            except FileNotFoundError:  # confirmed and deleted, or moved to watch, meanwhile
+                continue
+            for rows in batches:
+                ids.update(rows.column("id").to_pylist())
         return ids
 
     def _delete(self, path: str) -> None:
