@@ -113,6 +113,8 @@ def main() -> None:
                 pid = daemon.process.pid
                 pub = step(pid, client, "pub", address, f"client_pub_{number}", args.runfor, *extra, source=source)
                 sub = step(pid, client, "sub", address, topic, str(args.messages), *extra, source=source)
+                for used in (f"client_pub_{number}", topic):  # every step finds nsqd as empty as the first
+                    post(f"{daemon.http_url}/topic/delete?topic={used}")
                 rows.append((label, *pub, *sub))
                 print(f"{label}: publish {pub[0]:,.0f} msgs/s (CPU µs/msg: client {pub[1]:.2f}, nsqd {pub[2]:.2f}), "
                       f"consume {sub[0]:,.0f} msgs/s (client {sub[1]:.2f}, nsqd {sub[2]:.2f})", flush=True)
