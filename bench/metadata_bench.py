@@ -80,7 +80,8 @@ def time_stats(address: str, rounds: int) -> tuple[float, int]:
 def run(executable: str | None, args) -> dict:
     """{"steps": [(topics, seconds since the start)], "stats_ms": ..., "stats_bytes": ...}."""
     result: dict = {"steps": []}
-    with tempfile.TemporaryDirectory() as data_path, nsqd_process(data_path, executable=executable) as nsqd:
+    with tempfile.TemporaryDirectory() as data_path:
+        nsqd = nsqd_process(data_path, executable=executable).start()
         creator = Creator(nsqd.http_address, args.channels, args.clients)
         try:
             started, done = time.perf_counter(), 0
@@ -96,6 +97,10 @@ def run(executable: str | None, args) -> dict:
                     started += time.perf_counter() - paused  # not part of the create curve
         finally:
             creator.close()
+            try:
+                nsqd.stop(timeout=300)  # both daemons close every queue: a minute or so at 10,000 topics
+            finally:
+                nsqd.kill()
     return result
 
 

@@ -138,3 +138,35 @@ def test_a_failed_write_is_reported_to_the_waiters_and_logged(tmp_path, caplog):
     with caplog.at_level(logging.ERROR):
         assert asyncio.run(scenario()) is False
     assert "failed to persist metadata" in caplog.text
+
+
+def _saved_entries(data_path) -> dict:
+    with open(os.path.join(data_path, metadata.FILE_NAME), "rb") as f:
+        return {entry["name"]: entry["paused"] for entry in json.load(f)["topics"] or []}
+
+
+def test_a_write_reencodes_the_topics_named_as_changed_and_reuses_the_others(tmp_path):
+    async def scenario():
+        registry = CountingTopics()
+        kept, changed = _topic("kept"), _topic("changed")
+        registry.topics = [kept, changed]
+        writer = metadata.MetadataWriter(str(tmp_path), registry, LOG)
+        assert await writer.request()
+        assert _saved_entries(tmp_path) == {"kept": False, "changed": False}
+
+        changed.paused = True
+        assert await writer.request(changed)
+        assert _saved_entries(tmp_path) == {"kept": False, "changed": True}
+
+        kept.paused = True  # not named: its entry as last written is reused...
+        assert await writer.request(changed)
+        assert _saved_entries(tmp_path) == {"kept": False, "changed": True}
+        assert await writer.request()  # ...until a write re-encodes everything
+        assert _saved_entries(tmp_path) == {"kept": True, "changed": True}
+
+        registry.topics = [_topic("changed"), _topic("added")]  # deleted, re-created, added
+        assert await writer.request(registry.topics[1])
+        assert _saved_entries(tmp_path) == {"changed": False, "added": False}
+        await writer.close()
+
+    asyncio.run(scenario())

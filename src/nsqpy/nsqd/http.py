@@ -5,8 +5,8 @@ import socket
 from aiohttp import web
 
 from .. import version_line
-from ..httpapi import (MAX_CONFIG_BODY, HttpError, address_list, bool_param, empty_response, json_response,
-                       new_app, option_value, put_log_level, read_body, serve, text_response,
+from ..httpapi import (MAX_CONFIG_BODY, HttpError, address_list, bool_param, empty_response, encoded_json_response,
+                       json_response, new_app, option_value, put_log_level, read_body, serve, text_response,
                        topic_and_channel_params, topic_param)
 from ..metrics import daemon_registry, metrics_endpoint
 from ..net import split_host_port
@@ -156,15 +156,15 @@ class HttpApi:
     # --- stats --------------------------------------------------------------------------
 
     async def stats(self, request):
-        data = stats_module.stats(
-            self.nsqd,
+        selection = dict(
             topic_filter=request.query.get("topic") or None,
             channel_filter=request.query.get("channel") or None,
             include_clients=bool_param(request, "include_clients", True),
             include_mem=bool_param(request, "include_mem", True),
         )
         if request.query.get("format") == "json":
-            return json_response(data)
+            return encoded_json_response(stats_module.stats_json(self.nsqd, **selection))
+        data = stats_module.stats(self.nsqd, **selection)
         return text_response(stats_module.render_text(data, version_line("nsqd")))
 
     # --- topics -----------------------------------------------------------------------------
@@ -180,13 +180,13 @@ class HttpApi:
             raise HttpError(404, "TOPIC_NOT_FOUND")
         return topic
 
-    async def _persisted(self, *changed) -> None:
-        """Answer a change to topics or channels only once nsqd.dat holds it
-        (ephemeral ones are never written): a crash right after the answer
-        loses nothing the client was told exists."""
-        if any(entry.ephemeral for entry in changed):
+    async def _persisted(self, topic, channel=None) -> None:
+        """Answer a change to a topic or its channel only once nsqd.dat holds
+        it (ephemeral ones are never written): a crash right after the
+        answer loses nothing the client was told exists."""
+        if topic.ephemeral or (channel is not None and channel.ephemeral):
             return
-        if not await self.nsqd.persist_metadata():
+        if not await self.nsqd.persist_metadata(topic):
             raise HttpError(500, "INTERNAL_ERROR")  # the failure is in the log
 
     async def topic_create(self, request):

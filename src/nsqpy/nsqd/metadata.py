@@ -31,16 +31,22 @@ def metadata_path(data_path: str) -> str:
 def encode(topics) -> bytes:
     """``topics``: Topic objects (name, paused, channels). The bytes
     ``json.dumps`` would give, built by formatting strings: the whole file is
-    rewritten on every change, so this runs often over every topic, and
-    formatting takes a third of the time of building dicts to dump."""
-    entries = []
-    for topic in topics:
-        if topic.ephemeral:
-            continue
-        channels = [_object(channel.name, channel.paused, _channel_settings(channel))
-                    for channel in topic.channels.values() if not channel.ephemeral]
-        entries.append(_object(topic.name, topic.paused, _topic_settings(topic),
-                               f"[{','.join(channels)}]" if channels else "null"))
+    rewritten on every change, so this runs often, and formatting takes a
+    third of the time of building dicts to dump."""
+    return _document([entry for entry in map(topic_entry, topics) if entry is not None])
+
+
+def topic_entry(topic) -> str | None:
+    """The topic's entry in the file, its channels included; None for an ephemeral topic."""
+    if topic.ephemeral:
+        return None
+    channels = [_object(channel.name, channel.paused, _channel_settings(channel))
+                for channel in topic.channels.values() if not channel.ephemeral]
+    return _object(topic.name, topic.paused, _topic_settings(topic),
+                   f"[{','.join(channels)}]" if channels else "null")
+
+
+def _document(entries: list[str]) -> bytes:
     listed = f"[{','.join(entries)}]" if entries else "null"
     return f'{{"topics":{listed},"version":{_quote(NSQ_VERSION)}}}'.encode()
 
@@ -130,7 +136,11 @@ class MetadataWriter:
     is on disk, yet 5,000 concurrent creates cost a handful of writes, not
     5,000 (each one the whole file). The file is encoded on the event loop,
     from a consistent view of the topics, and written and fsynced in a
-    thread, so the loop keeps serving meanwhile."""
+    thread, so the loop keeps serving meanwhile.
+
+    Each write re-encodes only the topics named as changed since the last
+    one and reuses the others' entries: with 10,000 topics, formatting them
+    all for every create would make creating them quadratic."""
 
     def __init__(self, data_path: str, topics, log):
         """``topics``: a callable giving the current Topic objects."""
@@ -139,10 +149,17 @@ class MetadataWriter:
         self.log = log
         self._next: asyncio.Future | None = None  # resolved by the write that has not started yet
         self._writer: asyncio.Task | None = None
+        self._entries: dict[str, tuple] = {}  # topic name -> (Topic, its entry) as last written
+        self._changed: set[str] | None = set()  # topics changed since; None: any may have
 
-    def request(self) -> asyncio.Future:
+    def request(self, changed=None) -> asyncio.Future:
         """A write that starts after this call; the future resolves to True
-        once it is durable, False if it failed (logged)."""
+        once it is durable, False if it failed (logged). ``changed``: the
+        Topic whose entry (or channels) changed; None re-encodes them all."""
+        if changed is None:
+            self._changed = None
+        elif self._changed is not None:
+            self._changed.add(changed.name)
         loop = asyncio.get_running_loop()
         if self._next is None:
             self._next = loop.create_future()
@@ -157,7 +174,7 @@ class MetadataWriter:
                 done, self._next = self._next, None
                 written = False
                 try:
-                    data = encode(self.topics())
+                    data = self._encode_changes()
                     await loop.run_in_executor(None, write_atomically, metadata_path(self.data_path), data)
                     written = True
                 except OSError as error:
@@ -166,6 +183,17 @@ class MetadataWriter:
                     done.set_result(written)
         finally:
             self._writer = None
+
+    def _encode_changes(self) -> bytes:
+        changed, self._changed = self._changed, set()
+        previous = {} if changed is None else self._entries
+        self._entries = entries = {}
+        for topic in self.topics():
+            known = previous.get(topic.name)
+            if known is None or known[0] is not topic or topic.name in changed:
+                known = (topic, topic_entry(topic))
+            entries[topic.name] = known
+        return _document([entry for _, entry in entries.values() if entry is not None])
 
     async def close(self) -> None:
         """Wait for the writes under way, so that a last synchronous write is

@@ -266,20 +266,21 @@ class NSQD:
         for peer in self.lookup_peers.values():
             peer.send(command)
         if not (topic.ephemeral or (channel is not None and channel.ephemeral)):
-            self.persist_metadata_soon()
+            self.persist_metadata_soon(topic)
 
-    def persist_metadata_soon(self) -> None:
+    def persist_metadata_soon(self, changed: Topic | None = None) -> None:
         """Write the changes soon, with whatever else changes meanwhile, and
         wait for nothing: a PUB or SUB that creates its topic or channel is
         not held up by the disk (nor is it in NSQ). The HTTP API, which
-        promises more, awaits ``persist_metadata()``."""
+        promises more, awaits ``persist_metadata()``. ``changed``: the topic
+        whose entry changed (its channels included); None: any may have."""
         if not (self._loading or self.exiting):
-            self._metadata.request()
+            self._metadata.request(changed)
 
-    def persist_metadata(self) -> "asyncio.Future[bool]":
+    def persist_metadata(self, changed: Topic | None = None) -> "asyncio.Future[bool]":
         """-> resolves once nsqd.dat holds every change made so far (True),
-        or the write failed (False, logged)."""
-        return self._metadata.request()
+        or the write failed (False, logged). ``changed`` as above."""
+        return self._metadata.request(changed)
 
     # --- nsqlookupd ----------------------------------------------------------------------
 
