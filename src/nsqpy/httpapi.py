@@ -33,10 +33,13 @@ class HttpError(Exception):
 
 
 def json_response(data, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(data).encode(), status=status,
-        content_type="application/json", charset="utf-8", headers=V1_HEADERS,
-    )
+    return encoded_json_response(json.dumps(data).encode(), status)
+
+
+def encoded_json_response(body: bytes, status: int = 200) -> web.Response:
+    """A JSON document already encoded (nsqd's /stats formats its own)."""
+    return web.Response(body=body, status=status, content_type="application/json", charset="utf-8",
+                        headers=V1_HEADERS)
 
 
 def text_response(text: str) -> web.Response:
