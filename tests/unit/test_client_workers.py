@@ -88,6 +88,23 @@ def test_plain_handlers_share_out_the_queue_over_their_threads():
     assert all(m.answer == "FIN" for m in messages)
 
 
+def test_a_blocked_handler_holds_back_no_other_message():
+    """While one thread waits in the handler, the other takes every message
+    after it: the first is released only once all the rest are handled."""
+    rest_handled = threading.Event()
+    messages = [Recorded(n) for n in range(200)]
+
+    def first_waits_for_the_rest(message):
+        if message.number == 0:
+            assert rest_handled.wait(5), "a message was held behind the blocked handler"
+        elif sum(m.handled_at > 0 for m in messages) == len(messages) - 2:
+            rest_handled.set()
+        message.handled_at = time.monotonic()
+
+    asyncio.run(run_until_answered(Workers(first_waits_for_the_rest, 2, "t/c"), messages))
+    assert all(m.answer == "FIN" for m in messages)
+
+
 def test_a_batch_of_slow_handlers_answers_as_it_goes(monkeypatch):
     """With a plain handler of 5 ms and batches cut at 20 ms, the first
     message's FIN leaves long before the last one is handled."""

@@ -3,10 +3,11 @@
 A coroutine function runs on the event loop, each worker taking one message
 after another. A plain function runs on a pool of ``concurrency`` threads,
 and each crossing to a thread and back costs more than a small handler: so
-a worker hands its thread a batch (its share of what is waiting), which runs
-until done or until ``BATCH_TIME`` has passed. The messages handled are then
-answered together and the rest go back to the front of the queue, so no
-answer waits long behind its batch.
+a worker's thread takes message after message from the queue itself (a
+deque: its ``popleft`` is atomic) until the queue is empty or ``BATCH_TIME``
+has passed, and the messages it handled are then answered together. No
+message waits behind another's handler while a thread is free, and no
+answer waits longer than about ``BATCH_TIME`` plus one handler call.
 
 Returning answers FIN, raising answers REQ, unless the handler took the
 answer in hand (``message.disable_auto_response()``). Messages arrive by the
@@ -33,7 +34,7 @@ class Workers:
         self.handler = handler
         self.concurrency = concurrency
         self.queue: deque[Message] = deque()  # messages waiting for a worker
-        self.in_handler = 0  # messages handed to the handler and not yet returned
+        self.in_handler = 0  # handler calls (on the loop) or runs of them (in threads) under way
         self._name = name
         self._is_async = _is_coroutine_callable(handler)
         self._executor = None if self._is_async else concurrent.futures.ThreadPoolExecutor(concurrency)
@@ -59,9 +60,6 @@ class Workers:
     def deliver(self, messages) -> None:
         """Queue messages and wake as many sleeping workers as they need."""
         self.queue.extend(messages)
-        self._wake()
-
-    def _wake(self) -> None:
         idle, waiting = self._idle, len(self.queue)
         while idle and waiting:
             waiter = idle.popleft()
@@ -100,21 +98,16 @@ class Workers:
             if not queue:
                 await self._sleep()
                 continue
-            share = max(1, len(queue) // self.concurrency)
-            batch = [queue.popleft() for _ in range(min(share, len(queue)))]
-            self.in_handler += len(batch)
+            self.in_handler += 1
             try:
-                outcomes = await loop.run_in_executor(self._executor, _handle_batch, self.handler, batch)
+                handled = await loop.run_in_executor(self._executor, _handle_for_a_while, self.handler, queue)
             finally:
-                self.in_handler -= len(batch)
-            for message, error in zip(batch, outcomes):
+                self.in_handler -= 1
+            for message, error in handled:
                 if error is not None:
                     self._failed(message, error)
                 elif message.auto_response:
                     message.finish()
-            if len(outcomes) < len(batch):  # out of time: the rest first in line again
-                queue.extendleft(reversed(batch[len(outcomes):]))
-                self._wake()
 
     def _failed(self, message: Message, error: Exception) -> None:
         log.error("consumer %s: handler failed on %s", self._name, message.id.decode(),
@@ -123,21 +116,24 @@ class Workers:
             message.requeue()
 
 
-def _handle_batch(handler, batch: list[Message]) -> list[Exception | None]:
-    """In a pool thread: each message's outcome (None or the exception
-    raised), stopping after ``BATCH_TIME``."""
-    outcomes: list[Exception | None] = []
+def _handle_for_a_while(handler, queue: deque) -> list[tuple[Message, Exception | None]]:
+    """In a pool thread: messages taken from ``queue`` and handled until it
+    is empty or ``BATCH_TIME`` has passed, each with its outcome (None, or
+    the exception raised)."""
+    handled: list[tuple[Message, Exception | None]] = []
     deadline = time.monotonic() + BATCH_TIME
-    for message in batch:
+    while time.monotonic() < deadline:
+        try:
+            message = queue.popleft()
+        except IndexError:
+            break
         try:
             handler(message)
         except Exception as error:
-            outcomes.append(error)
+            handled.append((message, error))
         else:
-            outcomes.append(None)
-        if time.monotonic() > deadline:
-            break
-    return outcomes
+            handled.append((message, None))
+    return handled
 
 
 def _is_coroutine_callable(handler) -> bool:
