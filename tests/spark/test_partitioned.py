@@ -200,6 +200,35 @@ def test_graceful_stop_then_restart_archives_every_message_once(spark, spark_nsq
     assert sorted(archived_bodies(spark, out)) == bodies
 
 
+def test_nsqd_restarting_mid_stream_loses_and_repeats_nothing(spark, start_nsqd, topic, tmp_path):
+    """nsqd stops (cleanly: it keeps what was in flight) and comes back on the
+    same addresses while batches run: a partition cut off before its FINs
+    were confirmed has its redeliveries dropped, one cut off before its log
+    write archives nothing of what it held, and batches planned meanwhile
+    leave the node out until its /stats answers again."""
+    bodies = _bodies(topic, 3000)
+    data = tmp_path / "nsqd"
+    nsqd = start_nsqd(data_path=data)
+    tcp, http = nsqd.tcp_address, nsqd.http_address
+    publish(nsqd, topic, bodies)
+    checkpoint = str(tmp_path / "ck")
+    options = _executors_options([nsqd], topic, tmp_path / "wal", max_messages_per_batch=300,
+                                 max_messages_per_partition=150)
+    query = start_archive(spark, options, str(tmp_path / "out"), checkpoint, trigger="100 milliseconds")
+    wait_until(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 600, timeout=60)
+    nsqd.stop()
+    nsqd = start_nsqd(f"--tcp-address={tcp}", f"--http-address={http}", data_path=data)
+
+    def drained():
+        assert query.isActive, query.exception()
+        stats = channel_stats(nsqd, topic, "archive")
+        return stats and (stats["depth"], stats["in_flight_count"]) == (0, 0)
+
+    wait_until(drained, timeout=90, interval=0.2)
+    assert stop_gracefully(query, drain_file(checkpoint))
+    assert sorted(archived_bodies(spark, tmp_path / "out")) == bodies
+
+
 def test_driver_killed_between_the_log_and_the_commit_archives_every_message_once(
         spark, spark_nsqd, topic, tmp_path, archiver, capsys):
     """SIGKILL to the whole driver as soon as a partition is logged (its
