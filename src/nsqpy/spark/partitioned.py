@@ -31,7 +31,9 @@ partition archives the redelivery before that log is written. A copy has
 the same ``id`` (the dedup column) and a higher ``attempts``.
 
 ``walPath`` must be storage every executor sees (a shared mount, HDFS,
-S3); ``start_archive`` puts it under the checkpoint.
+S3); ``start_archive`` puts it under the checkpoint. Speculative execution
+(``spark.speculation``, off by default) must stay off: two live attempts of
+one partition would both read nsqd.
 """
 
 import dataclasses
@@ -71,7 +73,6 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.schema = source_schema(options.dedup_key)
         self._left: dict[str, int] | None = None  # under availableNow: what each node may still give
-        self._unconfirmed = 0  # archived messages whose FINs nsqd did not confirm, this run
 
     # --- the driver: planning and committing ---------------------------------------------
 
@@ -113,7 +114,6 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _settle(self, committed: int) -> None:
         watched = PartitionLog(self.options.wal_path).settle(committed, time.time())
         if watched:
-            self._unconfirmed += watched
             log.warning("nsq source: nsqd did not confirm the FINs of %d archived messages; their "
                         "redeliveries will be dropped", watched)
 
@@ -133,13 +133,14 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _drain_requested(self) -> bool:
         """A graceful stop: nothing is held between batches (each task
-        answered its own messages), so it reads no more and reports what
-        nsqd did not confirm."""
+        answered its own messages, and what nsqd did not confirm is in the
+        log, whose redeliveries are dropped), so it reads no more and reports
+        nothing given back and nothing to come again."""
         drain_file = self.options.drain_file
         if not drain_file or not os.path.exists(drain_file):
             return False
         if drain.read_report(drain_file) is None:
-            drain.write_report(drain_file, released=0, unconfirmed=self._unconfirmed)
+            drain.write_report(drain_file, released=0, unconfirmed=0)
         return True
 
     # --- a task: reading one partition ---------------------------------------------------
