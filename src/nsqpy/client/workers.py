@@ -50,8 +50,9 @@ class Workers:
         self._tasks = [loop.create_task(work()) for _ in range(self.concurrency)]
 
     def stop(self) -> None:
-        """Workers end now; a handler running in a thread finishes unanswered
-        (nsqd delivers its message again)."""
+        """Workers end now: what waits is dropped, and a handler running in
+        a thread finishes unanswered (nsqd delivers those messages again)."""
+        self.queue.clear()  # so that no thread takes another
         for task in self._tasks:
             task.cancel()
         if self._executor is not None:
