@@ -17,11 +17,16 @@ pytestmark = pytest.mark.spark
 SPARK_HOME = os.path.dirname(pyspark.__file__)
 
 
+def spark_env() -> dict:
+    """The environment of a Spark program started from the pyspark install:
+    on loopback, its Python workers running this interpreter."""
+    return {"SPARK_HOME": SPARK_HOME, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+
+
 def spark_daemon(main_class: str, *args: str) -> GroupProcess:
     """``spark-class <main class> ...`` on loopback."""
     return GroupProcess([os.path.join(SPARK_HOME, "bin", "spark-class"), main_class, *args],
-                        env={"SPARK_HOME": SPARK_HOME, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-                             "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"})  # else it takes port 6066
+                        env={**spark_env(), "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"})  # else 6066
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,13 @@ def _offset_position(value) -> int | None:
     return position(value) if value and "messages" in value else None
 
 
+def input_rows(report) -> int:
+    """Rows a progress report's batch read. Reports reaching a Spark Connect
+    client carry the count per source only."""
+    rows = report.get("numInputRows")
+    return rows if rows is not None else sum(source["numInputRows"] for source in report["sources"])
+
+
 @dataclass
 class Progress:
     """What this run archived. With the driver reader, rows come from the
@@ -122,14 +129,14 @@ class Progress:
 
     def update(self, query) -> None:
         for report in query.recentProgress:
-            if report["batchId"] <= self.last_batch or not report["numInputRows"]:
+            if report["batchId"] <= self.last_batch or not input_rows(report):
                 continue
             self.last_batch = report["batchId"]
             self.batches += 1
             source = report["sources"][0]
             end = _offset_position(source["endOffset"])
             if end is None:
-                self.rows += report["numInputRows"]
+                self.rows += input_rows(report)
                 continue
             if self.first_position is None:
                 self.first_position = _offset_position(source["startOffset"]) or 0

@@ -1,0 +1,66 @@
+"""The ``nsq`` data source from a Spark Connect client: a Connect server
+started from the pyspark install on 127.0.0.1 (one for the module), and a
+client process (``connect_client.py``) that registers the source through its
+session, publishes with ``write.format("nsq")``, archives with each reader
+and relays with ``writeStream.format("nsq")``: every row checked here."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from tests.support.processes import GroupProcess
+from tests.support.wire import http_json
+
+from .conftest import bodies_other_readers_see, channel_stats
+from .connect_client import bodies
+from .test_standalone_cluster import SPARK_HOME, spark_env
+
+pytestmark = pytest.mark.spark
+
+pytest.importorskip("grpc", reason="Spark Connect needs pyspark's connect extra (grpcio, grpcio-status, "
+                                   "googleapis-common-protos, zstandard)")
+
+
+@pytest.fixture(scope="module")
+def connect_url():
+    """``sc://127.0.0.1:<port>``: a Connect server on ``local[2]`` (a port the
+    system picks), stopped at the end of the module whatever happened."""
+    server = GroupProcess([os.path.join(SPARK_HOME, "bin", "spark-submit"),
+                           "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+                           "--master", "local[2]", "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                           "--conf", "spark.connect.grpc.binding.port=0", "--conf", "spark.ui.enabled=false",
+                           "--conf", "spark.sql.shuffle.partitions=2"], env=spark_env())
+    try:
+        port = server.wait_for(r"Spark Connect server started at: \S+:(\d+)", timeout=90).group(1)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("reader", ["driver", "executors"])
+def test_a_connect_client_publishes_archives_and_relays_every_row_once(connect_url, spark_nsqd, topic, tmp_path,
+                                                                         reader):
+    relay_topic = f"{topic[:50]}_relay"
+    assert http_json("POST", f"{spark_nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    for channel in ("archive", "relay"):
+        assert http_json("POST", f"{spark_nsqd.http_url}/channel/create?topic={topic}&channel={channel}")[0] == 200
+    client = GroupProcess([sys.executable, "-m", "tests.spark.connect_client", connect_url, spark_nsqd.tcp_address,
+                           spark_nsqd.http_address, topic, relay_topic, str(tmp_path), reader, "2000"])
+    try:
+        assert client.wait(180) == 0, client.output[-6000:]
+    finally:
+        client.kill()
+    report = json.loads(client.lines[-1])
+    assert "option reader: 'banana' is not one of driver, executors" in report["option_error"]
+    assert report["archive_error"] is None and report["relay_error"] is None
+    assert sum(report["archived_batches"]) == 2000
+
+    published = bodies(topic, 2000)
+    assert bodies_other_readers_see(tmp_path / "out") == published
+    for channel in ("archive", "relay"):
+        stats = channel_stats(spark_nsqd, topic, channel)
+        assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
+    _, relayed = http_json("GET", f"{spark_nsqd.http_url}/stats?format=json&topic={relay_topic}")
+    assert relayed["topics"][0]["depth"] == 2000
