@@ -1,0 +1,36 @@
+"""Test-only fault injection into Spark's Python workers: every partition of
+the executors reader fails once, right after its partition log is written
+(its messages received and logged, none FINished).
+
+Python imports ``sitecustomize`` at start-up from the first folder on its
+path that has one, and Spark hands its workers the PYTHONPATH it was started
+with; so a test that starts ``nsq_to_parquet`` with this folder first on
+PYTHONPATH and ``NSQPY_TEST_TASK_FAULTS=<directory>`` gets the faults, and
+nothing else does. The first attempt of an even partition raises; that of
+an odd one SIGKILLs its own Python worker, as the OOM killer would. A marker
+file per partition in the directory keeps Spark's retry from failing too.
+"""
+
+import os
+
+FAULTS = os.environ.get("NSQPY_TEST_TASK_FAULTS")
+
+if FAULTS:
+    import signal
+
+    from nsqpy.spark.wal import PartitionLog
+
+    logged = PartitionLog.write
+
+    def write_then_fail_once(self, batch, index, rows):
+        logged(self, batch, index, rows)
+        marker = os.path.join(FAULTS, f"batch-{batch}-part-{index}")
+        if os.path.exists(marker):
+            return
+        with open(marker, "w") as note:
+            note.write(f"{rows.num_rows}\n")
+        if index % 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError(f"injected failure of batch {batch} partition {index} after its log write")
+
+    PartitionLog.write = write_then_fail_once
