@@ -1,5 +1,7 @@
 """A message inside nsqd: the wire fields plus its in-flight bookkeeping."""
 
+from typing import Any
+
 from ..protocol.message import encode_message, message_fields
 
 
@@ -22,11 +24,11 @@ class Message:
         self.timestamp = timestamp
         self.attempts = attempts
         self.defer = defer
-        self.client = None
+        self.client: Any = None  # the connection holding it in flight (duck-typed: tests pass stand-ins)
         self.delivered_at = 0.0
         self.deadline = 0.0
         self.timeout = 0.0  # the msg_timeout it was delivered with
-        self.disk_token = None
+        self.disk_token: tuple[Any, Any] | None = None
 
     def copy(self) -> "Message":
         return Message(self.id, self.body, self.timestamp, self.attempts, self.defer)
