@@ -1,8 +1,14 @@
 """nsqpy: the NSQ realtime distributed messaging platform, wire-compatible with NSQ."""
 
+import os
 import sys
 
 __version__ = "0.1.0"
+
+if os.environ.get("NSQPY_PURE"):  # ignore a compiled build (see _pure.py)
+    from . import _pure
+
+    _pure.install()
 
 
 def version_line(program: str) -> str:
