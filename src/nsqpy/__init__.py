@@ -5,9 +5,13 @@ import sys
 
 __version__ = "0.1.0"
 
-if os.environ.get("NSQPY_PURE"):  # ignore a compiled build (see _pure.py)
-    from . import _pure
+from . import _pure  # NSQPY_PURE=1, or a stale compiled build: the .py files run
 
+if os.environ.get("NSQPY_PURE"):
+    _pure.install()
+elif (_stale := _pure.stale_source()) is not None:
+    print(f"nsqpy: {_stale} changed after it was compiled: running pure Python until it is rebuilt"
+          " (make test, make run or pip install -e .)", file=sys.stderr)
     _pure.install()
 
 

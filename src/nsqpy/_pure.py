@@ -6,8 +6,14 @@ same name. This finder, placed first, looks in the same folders for nsqpy's
 modules with only the source and bytecode loaders, so one installation runs
 (and its tests check) both ways, and a compiled build can be ruled out when
 chasing a bug.
+
+In a source checkout (an editable install) the finder is also used when a
+compiled module's ``.py`` file changed after the build, which would
+otherwise run the old code; a line on stderr says so until ``make test``,
+``make run`` or ``pip install -e .`` rebuilds.
 """
 
+import os
 import sys
 from functools import cache
 from importlib.machinery import BYTECODE_SUFFIXES, SOURCE_SUFFIXES, FileFinder, SourceFileLoader, SourcelessFileLoader
@@ -35,3 +41,19 @@ class PureFinder:
 def install() -> None:
     if PureFinder not in sys.meta_path:
         sys.meta_path.insert(0, PureFinder)
+
+
+def stale_source(package: str = os.path.dirname(__file__)) -> str | None:
+    """In a source checkout, a compiled module's ``.py`` file newer than its
+    extension module (None when there is none)."""
+    if not os.path.exists(os.path.join(package, os.pardir, os.pardir, "setup.py")):
+        return None
+    for folder in os.scandir(package):
+        if not folder.is_dir():
+            continue
+        for entry in os.scandir(folder.path):
+            if entry.name.endswith((".so", ".pyd")):
+                source = os.path.join(folder.path, entry.name.split(".")[0] + ".py")
+                if os.path.exists(source) and os.stat(source).st_mtime > entry.stat().st_mtime:
+                    return source
+    return None
