@@ -3,27 +3,44 @@
 # also installs Java 17 with apt-get when no Java 17+ is found (Spark runs on it)
 # and Debian's chromium and chromium-driver (nsqadmin's browser tests) and
 # prometheus (the metrics scrape test) when missing.
+#
+# nsqd's hot modules are compiled with mypyc when installing (setup.py), so
+# the install steps make sure a C compiler and Python's headers are there
+# (gcc and python3-dev with apt-get when missing), and `make test` runs the
+# whole suite compiled, then the unit, integration and interop tests again
+# as pure Python (NSQPY_PURE=1 imports the .py files; see nsqpy/_pure.py).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DATA ?= .data
 
-.PHONY: run test bench java browser prometheus clean
+# the compiled modules, read from setup.py: editing one rebuilds the install
+COMPILED := $(shell sed -n 's/^ *"\(src\/nsqpy\/.*\.py\)",$$/\1/p' setup.py)
+
+.PHONY: run test bench compiler java browser prometheus clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml setup.py $(COMPILED) | $(BIN)/python compiler
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml setup.py $(COMPILED) | $(BIN)/python compiler
 	$(BIN)/pip install -q -e .
 	touch $@
 
 run: $(VENV)/.installed
 	exec $(BIN)/nsqpy cluster --nsqd 1 --data-path $(DATA)
+
+compiler:
+	@if [ -z "$$NSQPY_PURE" ] && { ! command -v gcc >/dev/null || \
+	    [ ! -f "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; }; then \
+	  echo "nsqd's hot modules are compiled with mypyc: installing gcc and python3-dev with apt-get"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq gcc python3-dev; \
+	fi
 
 java:
 	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then \
@@ -47,7 +64,9 @@ prometheus:
 	fi
 
 test: $(VENV)/.installed-test java browser prometheus
+	@$(BIN)/python -c 'import nsqpy.nsqd.channel as m; print("nsqd hot modules:", "pure Python" if m.__file__.endswith(".py") else "compiled")'
 	$(BIN)/python -m pytest
+	NSQPY_PURE=1 $(BIN)/python -m pytest tests/unit tests/integration tests/interop
 
 bench: $(VENV)/.installed-test java
 	$(BIN)/python bench/run.py
@@ -58,3 +77,4 @@ bench: $(VENV)/.installed-test java
 
 clean:
 	rm -rf $(VENV) $(DATA) build src/*.egg-info
+	find src -name '*.so' -delete

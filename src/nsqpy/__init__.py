@@ -1,8 +1,18 @@
 """nsqpy: the NSQ realtime distributed messaging platform, wire-compatible with NSQ."""
 
+import os
 import sys
 
 __version__ = "0.1.0"
+
+from . import _pure  # NSQPY_PURE=1, or a stale compiled build: the .py files run
+
+if os.environ.get("NSQPY_PURE"):
+    _pure.install()
+elif (_stale := _pure.stale_source()) is not None:
+    print(f"nsqpy: {_stale} changed after it was compiled: running pure Python until it is rebuilt"
+          " (make test, make run or pip install -e .)", file=sys.stderr)
+    _pure.install()
 
 
 def version_line(program: str) -> str:

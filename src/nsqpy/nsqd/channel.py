@@ -221,7 +221,8 @@ class Channel:
             still_ready = []
             for client in ready:
                 want = min(share, client.window(), pending)
-                burst, disk_ids = [], set()
+                burst: list[Message] = []
+                disk_ids: set[bytes] = set()
                 while len(burst) < want:
                     message = queue.pop()
                     if message is None:

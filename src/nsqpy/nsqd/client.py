@@ -9,6 +9,7 @@ batch of deliveries costs one syscall and an idle consumer waits for nothing.
 
 import random
 import time
+from typing import Any
 
 from ..protocol.errors import ProtocolError
 from ..protocol.frames import FRAME_HEADER_SIZE, encode_error, encode_response, HEARTBEAT_FRAME
@@ -45,20 +46,20 @@ class ClientV2:
         self.finish_count = 0
         self.requeue_count = 0
         self.connect_ts = int(time.time())
-        self.channel = None
+        self.channel: Any = None  # a Channel once subscribed
         self.pub_counts: dict[str, int] = {}
         self.write_paused = False
         self.closed = False
         self.replies = 0  # frames answering commands, so the connection sees new ones
 
-        self.codec = None  # snappy or deflate, once negotiated
+        self.codec: Any = None  # snappy or deflate, once negotiated
         self.tls: dict = {}  # TLS fields for /stats, once upgraded
-        self.auth = None  # an AuthState once AUTH succeeded
+        self.auth: Any = None  # an AuthState once AUTH succeeded
         self.auth_secret = ""
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
-        self._heartbeat = None
+        self._heartbeat: Any = None  # the next heartbeat's TimerHandle
         self._apply_settings()
 
     # --- settings ------------------------------------------------------------
@@ -120,7 +121,6 @@ class ClientV2:
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self.flush)
-        return True
 
     def on_window_opened(self) -> None:
         if self.channel is not None:

@@ -22,7 +22,7 @@ from .message import Message
 
 
 class InFlight:
-    def __init__(self):
+    def __init__(self) -> None:
         self._by_timeout: dict[float, dict[bytes, Message]] = {}  # each in deadline order
         self._clamped: dict[bytes, Message] = {}  # TOUCHed out of their timeout's order
         self._deadlines: list[tuple[float, int, Message]] = []  # the clamped ones', as a heap

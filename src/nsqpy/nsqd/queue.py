@@ -20,7 +20,7 @@ class MessagesLost(Exception):
         """Run every closer (each returns how many it persisted) even when one
         loses messages; -> the total persisted, or MessagesLost for them all."""
         persisted = lost = 0
-        cause = None
+        cause: OSError | None = None
         for close in closers:
             try:
                 persisted += close()
@@ -28,7 +28,7 @@ class MessagesLost(Exception):
                 persisted += error.persisted
                 lost += error.lost
                 cause = cause or error.cause
-        if lost:
+        if cause is not None:  # set with every loss
             raise MessagesLost(lost, persisted, cause)
         return persisted
 

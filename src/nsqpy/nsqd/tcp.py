@@ -8,6 +8,8 @@ TOUCH failures.
 import asyncio
 import json
 import ssl
+from collections.abc import Awaitable
+from typing import Any
 
 from ..protocol import errors
 from ..protocol.commands import ABORT, parse_base10, parse_mpub_body, v2_reader
@@ -52,11 +54,11 @@ class V2Protocol(asyncio.Protocol):
     are read on, as nsqd reads them while a consumer's socket is full.
     """
 
-    def __init__(self, nsqd):
+    def __init__(self, nsqd) -> None:
         self.nsqd = nsqd
-        self.transport = None
+        self.transport: Any = None
         self.client: ClientV2 | None = None
-        self.reader = None
+        self.reader: Any = None  # a CommandReader once the magic is read
         self.upgrading = False
         self._magic = b""
         self._blocked: set[str] = set()  # why reading is paused: "replies", "command"
@@ -227,7 +229,7 @@ class V2Protocol(asyncio.Protocol):
             self.transport.abort()  # what is buffered will never be read
             return
         error = self.reader.truncation_error() if self.reader is not None else None
-        if error is not None:
+        if error is not None and client is not None:
             self._failed(client, error)
         else:
             self.nsqd.log.error("[%s] no complete command in %.1fs, closing", where, self._command_time())
@@ -308,7 +310,7 @@ class V2Protocol(asyncio.Protocol):
         self.deadline.set(self._command_time())
         self._upgrade(client, rest)
 
-    def auth(self, client: ClientV2, command):
+    def auth(self, client: ClientV2, command) -> Awaitable[None]:
         if len(command.params) != 1:
             raise _invalid("AUTH invalid number of parameters")
         if command.body_error is not None:
@@ -333,7 +335,8 @@ class V2Protocol(asyncio.Protocol):
         except AuthError:
             raise ProtocolError(errors.E_AUTH_FAILED, "AUTH failed") from None
 
-    def _with_permission(self, client: ClientV2, name: str, permission: str, topic: str, channel: str, action):
+    def _with_permission(self, client: ClientV2, name: str, permission: str, topic: str, channel: str,
+                         action) -> Awaitable[None] | None:
         """Run ``action`` if AUTH allows it: at once while the grant is fresh,
         after asking the auth server again once its TTL has passed."""
         if self.nsqd.auth is None:
@@ -356,7 +359,7 @@ class V2Protocol(asyncio.Protocol):
         if not state.allows(permission, topic, channel):
             raise ProtocolError(errors.E_UNAUTHORIZED, f'AUTH failed for {name} on "{topic}" "{channel}"')
 
-    def sub(self, client: ClientV2, command) -> None:
+    def sub(self, client: ClientV2, command) -> Awaitable[None] | None:
         if client.settings.heartbeat_interval <= 0:
             raise _invalid("cannot SUB with heartbeats disabled")
         params = command.params
@@ -427,7 +430,7 @@ class V2Protocol(asyncio.Protocol):
     def nop(self, client: ClientV2, command) -> None:
         pass
 
-    def pub(self, client: ClientV2, command) -> None:
+    def pub(self, client: ClientV2, command) -> Awaitable[None] | None:
         if len(command.params) < 2:
             raise _invalid("PUB insufficient number of parameters")
         topic_name = self._topic_name(command.params[1], "PUB")
@@ -436,7 +439,7 @@ class V2Protocol(asyncio.Protocol):
         return self._with_permission(client, "PUB", "publish", topic_name, "", lambda: self._publish(
             client, topic_name, [command.body], 0.0, errors.E_PUB_FAILED, "PUB"))
 
-    def dpub(self, client: ClientV2, command) -> None:
+    def dpub(self, client: ClientV2, command) -> Awaitable[None] | None:
         params = command.params
         if len(params) < 3:
             raise _invalid("DPUB insufficient number of parameters")
@@ -450,7 +453,7 @@ class V2Protocol(asyncio.Protocol):
         return self._with_permission(client, "DPUB", "publish", topic_name, "", lambda: self._publish(
             client, topic_name, [command.body], delay_ms / 1000, errors.E_DPUB_FAILED, "DPUB"))
 
-    def mpub(self, client: ClientV2, command) -> None:
+    def mpub(self, client: ClientV2, command) -> Awaitable[None] | None:
         if len(command.params) < 2:
             raise _invalid("MPUB insufficient number of parameters")
         name = _name(command.params[1])

@@ -262,7 +262,7 @@ def parse_mpub_body(body: bytes, max_msg_size: int, max_body_size: int, *, exact
     max_messages = (max_body_size - _INT32.size) // (_INT32.size + 1)  # each a size and one byte at least
     if count <= 0 or count > max_messages:
         raise ProtocolError(E_BAD_BODY, f"MPUB invalid message count {count}")
-    messages = []
+    messages: list[bytes] = []
     append = messages.append
     unpack_from = _INT32.unpack_from
     pos = 4
