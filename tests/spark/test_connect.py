@@ -15,7 +15,7 @@ from tests.support.wire import http_json
 
 from .conftest import bodies_other_readers_see, channel_stats
 from .connect_client import bodies
-from .test_standalone_cluster import SPARK_HOME, spark_env
+from .standalone import SPARK_HOME, spark_env
 
 pytestmark = pytest.mark.spark
 
