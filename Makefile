@@ -14,8 +14,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 DATA ?= .data
 
-# the compiled modules, read from setup.py: editing one rebuilds the install
-COMPILED := $(shell sed -n 's/^ *"\(src\/nsqpy\/.*\.py\)",$$/\1/p' setup.py)
+# editing any module rebuilds the install: the compiled ones (listed in
+# setup.py) take their types from the modules they import as well
+SOURCES := $(shell find src/nsqpy -name '*.py')
 
 .PHONY: run test bench compiler java browser prometheus clean
 
@@ -23,11 +24,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed-test: pyproject.toml setup.py $(COMPILED) | $(BIN)/python compiler
+$(VENV)/.installed-test: pyproject.toml setup.py $(SOURCES) | $(BIN)/python compiler
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-$(VENV)/.installed: pyproject.toml setup.py $(COMPILED) | $(BIN)/python compiler
+$(VENV)/.installed: pyproject.toml setup.py $(SOURCES) | $(BIN)/python compiler
 	$(BIN)/pip install -q -e .
 	touch $@
 

@@ -46,6 +46,8 @@ _LENGTH = struct.Struct(">i")
 RECORD_HEADER_SIZE = _LENGTH.size  # the int32 length before every record
 MAX_LISTED_ACKS = 16384  # out-of-order acknowledgements kept in the meta file (about 12 bytes each)
 ACKED_PREFIX = "acked "
+# what get_with_token hands out for ack(): (generation, sequence, file number, position)
+Token = tuple[int, int, int, int]
 MOVING_PREFIX = "moving "
 
 log = logging.getLogger("nsqpy.diskqueue")
@@ -165,7 +167,7 @@ class DiskQueue:
         self.ack(token)
         return data
 
-    def get_with_token(self) -> tuple[bytes, tuple[int, int]] | None:
+    def get_with_token(self) -> tuple[bytes, Token] | None:
         """The oldest record and a token for ``ack()``; until then a crash
         brings it back. None when the queue is empty."""
         data = self._get()
@@ -178,7 +180,7 @@ class DiskQueue:
         self._count_op_quietly()  # only now: a sync must see the record as outstanding
         return data, (self._generation, sequence, number, position)
 
-    def ack(self, token: tuple[int, int, int, int]) -> None:
+    def ack(self, token: Token) -> None:
         """The record behind ``token`` is delivered or safely elsewhere."""
         generation, sequence, number, position = token
         if generation != self._generation:
@@ -197,7 +199,7 @@ class DiskQueue:
             self._acked[sequence] = (number, position)
         self._count_op_quietly()
 
-    def begin_move(self, token: tuple[int, int, int, int]) -> None:
+    def begin_move(self, token: Token) -> None:
         """The record behind ``token`` is about to be copied to another queue,
         then acknowledged: recorded durably now (raises ``OSError`` if the disk
         refuses), so a crash in between can be settled after the restart."""
