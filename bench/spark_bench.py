@@ -3,6 +3,7 @@
     python bench/spark_bench.py [--messages 500000] [--master local[*]] [--nodes 1]
                                 [--readers driver,executors]
     python bench/spark_bench.py --scaling [--messages 100000]
+    python bench/spark_bench.py --standalone [--archive-only] [--nodes 2]
 
 Archive: ``--messages`` 200-byte messages wait in a channel, spread over
 ``--nodes`` nsqd; the archive job (``nsq_to_parquet``'s query, availableNow)
@@ -18,6 +19,11 @@ Scaling (``--scaling``): the availableNow archive of ``--messages`` over two
 nsqd, batches of 100,000, each reader, run on ``local[1]`` and on
 ``local[2]`` (a process each, as a master is fixed for a JVM's life); the
 table gives both and the ratio.
+
+Standalone (``--standalone``): the same runs on a Spark standalone cluster
+this benchmark starts from the pyspark install on 127.0.0.1 and stops at the
+end: one master and two workers of one core each (``--master`` is then
+that cluster's URL; any other ``spark://`` URL works with ``--master`` too).
 
 Streaming: the same backlog archived by the streaming query with
 ``nsq_to_parquet``'s defaults (trigger and batch size); reported: messages/s
@@ -38,12 +44,15 @@ import sys
 import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
-from nsqpy.cli.nsq_to_parquet import DEFAULT_MAX_MESSAGES_PER_BATCH, DEFAULT_TRIGGER
-from nsqpy.client.sync import SyncProducer
-from nsqpy.localcluster import nsqd_process
-from nsqpy.spark.archive import start_archive
-from nsqpy.spark.session import build_session
+sys.path.insert(0, str(Path(__file__).parent.parent))  # the test suite's standalone cluster
+from nsqpy.cli.nsq_to_parquet import DEFAULT_MAX_MESSAGES_PER_BATCH, DEFAULT_TRIGGER  # noqa: E402
+from nsqpy.client.sync import SyncProducer  # noqa: E402
+from nsqpy.localcluster import nsqd_process  # noqa: E402
+from nsqpy.spark.archive import input_rows, start_archive  # noqa: E402
+from nsqpy.spark.session import build_session  # noqa: E402
+from tests.spark.standalone import standalone_cluster  # noqa: E402
 
 BODY_SIZE = 200
 
@@ -70,8 +79,8 @@ def archive(spark, nodes, topic: str, per_batch: int, reader: str, workdir: str)
     elapsed = time.perf_counter() - started
     if query.exception() is not None:
         raise SystemExit(f"archive failed: {query.exception()}")
-    batches = [p for p in query.recentProgress if p["numInputRows"]]
-    rows = sum(p["numInputRows"] for p in batches)
+    batches = [p for p in query.recentProgress if input_rows(p)]
+    rows = sum(input_rows(p) for p in batches)
     busy = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
     phases = {phase: statistics.median(p["durationMs"].get(phase, 0) for p in batches)
               for phase in ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")}
@@ -86,11 +95,11 @@ def stream(spark, nsqd, topic: str, count: int, workdir: str) -> float:
                           trigger=DEFAULT_TRIGGER)
     try:
         deadline = time.monotonic() + 600
-        while sum(p["numInputRows"] for p in query.recentProgress) < count:
+        while sum(input_rows(p) for p in query.recentProgress) < count:
             if not query.isActive or time.monotonic() > deadline:
                 raise SystemExit(f"streaming archive stopped short: {query.exception()}")
             time.sleep(0.2)
-        batches = [p for p in query.recentProgress if p["numInputRows"]]
+        batches = [p for p in query.recentProgress if input_rows(p)]
     finally:
         query.stop()
     first = datetime.datetime.fromisoformat(batches[0]["timestamp"].replace("Z", "+00:00"))
@@ -167,23 +176,35 @@ def main() -> None:
     parser.add_argument("--archive-only", action="store_true", help="no sink and no streaming run")
     parser.add_argument("--json", action="store_true", help="end with the archive results as one JSON line")
     parser.add_argument("--scaling", action="store_true", help="local[1] against local[2] over two nsqd")
+    parser.add_argument("--standalone", action="store_true",
+                        help="run on a standalone cluster started here (a master, two 1-core workers)")
     args = parser.parse_args()
     if args.scaling:
         scaling(args.messages)
         return
-    spark = build_session(args.master, "nsqpy-spark-bench")
     readers = args.readers.split(",")
     batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
-    with tempfile.TemporaryDirectory() as data, nsqd_nodes(data, args.nodes) as nodes:
-        if not args.archive_only:
-            rate = sink(spark, nodes[0], args.messages)
-            print(f"DataFrame -> nsqd: {rate:,.0f} msgs/s", flush=True)
-        rows = archive_runs(spark, nodes, args.messages, readers, batch_sizes, data)
-        if not args.archive_only:
-            fill(nodes[0], "bench_stream", args.messages)
-            streaming = stream(spark, nodes[0], "bench_stream", args.messages, os.path.join(data, "bench_stream"))
-            print(f"nsqd -> Parquet, streaming, trigger {DEFAULT_TRIGGER}: {streaming:,.0f} msgs/s", flush=True)
-    spark.stop()
+    with tempfile.TemporaryDirectory() as data, contextlib.ExitStack() as cluster:
+        if args.standalone:
+            args.master, _ = cluster.enter_context(standalone_cluster(os.path.join(data, "spark"), workers=2))
+        spark = build_session(args.master, "nsqpy-spark-bench")
+        try:
+            with nsqd_nodes(data, args.nodes) as nodes:
+                run_all(spark, args, nodes, readers, batch_sizes, data)
+        finally:
+            spark.stop()
+
+
+def run_all(spark, args, nodes, readers, batch_sizes, data: str) -> None:
+    """Every run the flags ask for, then their table."""
+    if not args.archive_only:
+        rate = sink(spark, nodes[0], args.messages)
+        print(f"DataFrame -> nsqd: {rate:,.0f} msgs/s", flush=True)
+    rows = archive_runs(spark, nodes, args.messages, readers, batch_sizes, data)
+    if not args.archive_only:
+        fill(nodes[0], "bench_stream", args.messages)
+        streaming = stream(spark, nodes[0], "bench_stream", args.messages, os.path.join(data, "bench_stream"))
+        print(f"nsqd -> Parquet, streaming, trigger {DEFAULT_TRIGGER}: {streaming:,.0f} msgs/s", flush=True)
     if args.json:
         print(json.dumps({label: {k: result[k] for k in ("end_to_end", "steady")} for label, result in rows}))
         return
