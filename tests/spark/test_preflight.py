@@ -51,6 +51,15 @@ def test_a_mistake_is_one_line_before_the_jvm(spark_nsqd, tmp_path, args, status
     assert took < 2.0, f"{took:.1f}s: did Spark start?"
 
 
+def test_the_executors_reader_without_nsqd_http_api_is_one_line_before_the_jvm(spark_nsqd, tmp_path):
+    """nsqd's HTTP port is not its TCP port + 1 here, so it must be given."""
+    returncode, stderr, took = _run("--topic=events", f"--output-dir={tmp_path}", "--reader=executors",
+                                    f"--nsqd-tcp-address={spark_nsqd.tcp_address}")
+    assert (returncode, stderr.count("\n")) == (1, 1), stderr
+    assert f"cannot find the HTTP API of nsqd at {spark_nsqd.tcp_address}" in stderr
+    assert "give nsqd_http_addresses (--nsqd-http-address)" in stderr and took < 2.0
+
+
 def test_without_pyspark_one_line_names_the_install_command(tmp_path):
     returncode, stderr, took = _run("--topic=events", f"--output-dir={tmp_path}", "--nsqd-tcp-address=127.0.0.1:4150",
                                     program=("-c", NO_PYSPARK))

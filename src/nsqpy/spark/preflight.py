@@ -14,6 +14,7 @@ import urllib.request
 
 from ..client.discovery import lookup_url
 from ..net import split_host_port
+from .backlog import http_address_beside
 from .options import SourceOptions
 
 _TIMEOUT = 3.0
@@ -52,6 +53,8 @@ def reach(options: SourceOptions) -> None:
             _ping(address)
         except OSError as error:
             raise Unreachable(f"cannot reach nsqd's HTTP API at {address}: {_reason(error)}") from None
+    if options.reader == "executors" and len(options.nsqd_http_addresses) != len(options.nsqd_tcp_addresses):
+        _find_http_apis(options.nsqd_tcp_addresses)
     failures = []
     for address in options.lookupd_http_addresses:
         try:
@@ -61,6 +64,16 @@ def reach(options: SourceOptions) -> None:
             failures.append(f"{address} ({_reason(error)})")
     if failures:
         raise Unreachable(f"cannot reach nsqlookupd at {', '.join(failures)}")
+
+
+def _find_http_apis(tcp_addresses) -> None:
+    """The executors reader plans each batch from every nsqd's ``/stats``: a
+    node whose HTTP API cannot be found would never be read."""
+    for address in tcp_addresses:
+        if http_address_beside(address) is None:
+            raise Unreachable(f"cannot find the HTTP API of nsqd at {address} (not on its TCP port + 1), which "
+                              f"reader=executors plans from: give nsqd_http_addresses (--nsqd-http-address), one "
+                              f"per nsqd TCP address, in the same order")
 
 
 def check_writable(what: str, path: str) -> None:
