@@ -10,17 +10,21 @@ A master ``sc://host:port`` is a Spark Connect server: the session is a
 Connect client (PySpark's ``connect`` extra), the ``nsq`` data source is
 registered with the server, and its readers and writers run in the server's
 Python workers, so nsqpy must be installed where the server runs. Only the
-runtime settings apply there (the server's own are fixed when it starts).
+runtime settings apply there (the server fixed the others when it started,
+and a static one in ``conf`` is refused with a warning).
 """
 
 import os
 import sys
 
+SQL_DEFAULTS = {  # runtime settings: a Connect client sets them too
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+}
 LIGHT_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.sql.session.timeZone": "UTC",
+    **SQL_DEFAULTS,
 }
 LOCAL_DEFAULTS = {
     "spark.driver.bindAddress": "127.0.0.1",
@@ -35,9 +39,9 @@ def build_session(master: str = "local[*]", app_name: str = "nsqpy", conf: dict 
 
     from . import register
 
-    settings = dict(LIGHT_DEFAULTS)
     connect = master.startswith(CONNECT_SCHEME)
-    if connect:  # static settings are skipped silently: the server fixed them at its start
+    settings = dict(SQL_DEFAULTS if connect else LIGHT_DEFAULTS)
+    if connect:
         builder = SparkSession.builder.remote(master)
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
