@@ -1,10 +1,12 @@
-"""The client's own fast paths over the wire format, checked against protocol/'s codecs:
-reading nsqd's stream (client/inbound.py) and encoding MPUB (client/outbound.py)."""
+"""The wire format's fast paths, checked against plain codecs: reading nsqd's
+stream (client/inbound.py against protocol/'s FrameReader) and encoding MPUB
+and FIN runs (protocol/commands.py against the format written out by hand)."""
+
+import struct
 
 import pytest
 
 from nsqpy.client.inbound import InboundReader
-from nsqpy.client.outbound import mpub
 from nsqpy.protocol import commands
 from nsqpy.protocol.errors import ProtocolError
 from nsqpy.protocol.frames import (FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE, FRAME_TYPE_RESPONSE, FrameReader,
@@ -100,13 +102,22 @@ def test_a_corrupt_frame_is_a_protocol_error(frame, error):
     [b"x" * size for size in (0, 1, 4095, 4096, 4097, 70_000)],
     [bytes([n % 256]) * n for n in range(300)],
 ])
-def test_mpub_is_the_protocols_encoding(bodies):
-    assert mpub("topic_1", bodies) == commands.mpub("topic_1", bodies)
-    assert mpub("topic_1", bodies) == mpub("topic_1", tuple(bodies))  # sizes once seen come from the table
+def test_mpub_is_the_format_written_out(bodies):
+    body = struct.pack(">i", len(bodies)) + b"".join(struct.pack(">i", len(b)) + b for b in bodies)
+    expected = b"MPUB topic_1\n" + struct.pack(">i", len(body)) + body
+    assert commands.mpub("topic_1", bodies) == expected
+    assert commands.mpub("topic_1", bodies) == expected  # sizes once seen come from the table
+    assert commands.encode_mpub_body(bodies) == body
 
 
 def test_mpub_reads_back_through_nsqds_parser():
     bodies = [b"m%d" % n * n for n in range(1, 51)]
-    line, _, rest = mpub("t", bodies).partition(b"\n")
+    line, _, rest = commands.mpub("t", bodies).partition(b"\n")
     assert line == b"MPUB t"
     assert commands.parse_mpub_body(rest[4:], 1024 * 1024, 5 * 1024 * 1024) == bodies
+
+
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_a_fin_run_is_one_fin_per_id(count):
+    ids = [b"%016x" % n for n in range(count)]
+    assert commands.fin_many(ids) == b"".join(commands.fin(i) for i in ids)

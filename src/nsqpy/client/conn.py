@@ -249,7 +249,7 @@ class Connection(asyncio.Protocol):
             self._loop.call_soon(self._flush)
 
     def _end_fin_run(self) -> None:
-        self._out.append(b"FIN " + b"\nFIN ".join(self._fins) + b"\n")
+        self._out.append(commands.fin_many(self._fins))
         self._fins = []
 
     def request(self, data: bytes) -> asyncio.Future:

@@ -23,7 +23,6 @@ from itertools import count
 
 from ..protocol import commands
 from ..protocol.dedupkey import with_key
-from . import outbound
 from .config import Config
 from .conn import Connection
 from .errors import ConnectionClosedError, NoNodeAvailableError, ProtocolError, StoppedError
@@ -115,7 +114,7 @@ class Producer:
 
     async def multi_publish(self, topic: str, bodies: list[bytes]) -> str:
         """All or nothing on each node: nsqd queues every message or none."""
-        return await self._send(topic, outbound.mpub(topic, self._keyed(bodies)))
+        return await self._send(topic, commands.mpub(topic, self._keyed(bodies)))
 
     async def deferred_publish(self, topic: str, delay: float, body: bytes) -> str:
         """Deliver after ``delay`` seconds (whole milliseconds on the wire)."""

@@ -298,12 +298,34 @@ def encode_command(name: bytes, *params, body: bytes | None = None) -> bytes:
     return line + _INT32.pack(len(body)) + body
 
 
+_TABLED_SIZES = 4096  # sizes below this keep their packed field; larger ones are packed each time
+_size_fields: dict[int, bytes] = {}
+
+
+def _size_field(size: int) -> bytes:
+    field = _size_fields.get(size)
+    if field is None:
+        field = _INT32.pack(size)
+        if size < _TABLED_SIZES:
+            _size_fields[size] = field
+    return field
+
+
+def _mpub_body_parts(bodies: list[bytes]) -> tuple[list[bytes], int]:
+    """``[count]([size][body])*`` as parts to join, and its length. Every
+    body is copied once, by the join: the size fields come from a bounded
+    table and are interleaved with the bodies by slice assignment (a
+    producer's batch is the largest thing the client encodes)."""
+    sizes = list(map(len, bodies))
+    parts: list[bytes] = [b""] * (2 * len(sizes) + 1)
+    parts[0] = _INT32.pack(len(sizes))
+    parts[1::2] = map(_size_field, sizes)
+    parts[2::2] = bodies
+    return parts, _INT32.size * (1 + len(sizes)) + sum(sizes)
+
+
 def encode_mpub_body(bodies: list[bytes]) -> bytes:
-    parts = [_INT32.pack(len(bodies))]
-    for body in bodies:
-        parts.append(_INT32.pack(len(body)))
-        parts.append(body)
-    return b"".join(parts)
+    return b"".join(_mpub_body_parts(bodies)[0])
 
 
 def identify(settings: dict) -> bytes:
@@ -326,9 +348,9 @@ def fin(message_id: bytes) -> bytes:
     return b"FIN " + message_id + b"\n"  # a consumer's commonest command: no generic encoding
 
 
-def fin_many(message_ids) -> bytes:
-    """One FIN per id, back to back: what a batch consumer writes at once."""
-    return b"".join([b"FIN " + message_id + b"\n" for message_id in message_ids])
+def fin_many(message_ids: list[bytes]) -> bytes:
+    """One FIN per id, back to back, in one join: what a batch consumer writes at once."""
+    return b"FIN " + b"\nFIN ".join(message_ids) + b"\n" if message_ids else b""
 
 
 def req(message_id: bytes, delay_ms: int) -> bytes:
@@ -348,7 +370,10 @@ def dpub(topic: str, delay_ms: int, body: bytes) -> bytes:
 
 
 def mpub(topic: str, bodies: list[bytes]) -> bytes:
-    return encode_command(b"MPUB", topic, body=encode_mpub_body(bodies))
+    """``MPUB <topic>\n[size][count]([size][body])*``, joined once."""
+    parts, size = _mpub_body_parts(bodies)
+    parts[0] = b"MPUB %s\n%s%s" % (topic.encode(), _INT32.pack(size), parts[0])
+    return b"".join(parts)
 
 
 NOP = b"NOP\n"
