@@ -68,8 +68,8 @@ def loop():
     return Loop()
 
 
-def new_channel(loop, name="ch") -> Channel:
-    return Channel(types.SimpleNamespace(name="t"), name, MessageQueue(1000, None), loop)
+def new_channel(loop, name="ch", timed: set | None = None) -> Channel:
+    return Channel(types.SimpleNamespace(name="t"), name, MessageQueue(1000, None), loop, timed=timed)
 
 
 def published(topic: Topic, *bodies: bytes) -> None:
@@ -92,6 +92,7 @@ class SmallNsqd:
 
     def __init__(self, loop):
         self.loop = loop
+        self.timed_channels: set = set()
         self.options = types.SimpleNamespace(node_id=1, max_attempts=0, message_ttl=0.0, expire_action="drop",
                                              max_depth=0, full_policy="reject")
 
@@ -137,6 +138,27 @@ def test_an_unanswered_message_times_out_and_comes_back(loop):
     loop.run()
     assert client.attempts == [1, 2] and client.received[1].id == message_id
     assert channel.timeout_count == 1 and client.in_flight_count == 1
+
+
+def test_only_channels_holding_timers_are_in_the_scan_set(loop):
+    timed: set = set()
+    channel = new_channel(loop, timed=timed)
+    client = Subscriber()
+    channel.add_client(client)
+    message_id = _put(channel, loop, b"in flight")
+    assert timed == {channel}
+    channel.requeue(client, message_id, 2.0)  # now deferred
+    channel.process_timeouts(loop.now)
+    assert timed == {channel}
+    loop.now += 2.1
+    channel.process_timeouts(loop.now)  # due: delivered again
+    loop.run()
+    channel.finish(client, message_id)
+    channel.process_timeouts(loop.now)  # nothing in flight or deferred: leaves the set
+    assert timed == set()
+    _put(channel, loop, b"again")
+    channel.delete()
+    assert timed == set()
 
 
 def test_a_clamped_touch_times_out_before_later_messages(loop):

@@ -34,7 +34,7 @@ _DUE = struct.Struct(">q")  # unix nanoseconds, before each deferred record
 class Channel:
     def __init__(self, topic, name: str, queue: MessageQueue, loop, latency=None, deferred_disk=None,
                  max_attempts: int = 0, message_ttl: float = 0.0, expire_action: str = "drop",
-                 limit: DepthLimit | None = None):
+                 limit: DepthLimit | None = None, timed: set | None = None):
         self.topic = topic
         self.name = name
         self.ephemeral = is_ephemeral(name)
@@ -48,6 +48,10 @@ class Channel:
 
         self.deferred: list[tuple[float, int, Message]] = []
         self._deferred_seq = itertools.count()
+        # nsqd's set of channels with messages in flight or deferred: the only
+        # ones its scan loop visits (an idle channel costs the scan nothing)
+        self._timed = timed
+        self._in_timed = False
 
         self.message_count = 0
         self.requeue_count = 0
@@ -186,9 +190,22 @@ class Channel:
             message.disk_token = (disk, token)
             due = now + max(0, _DUE.unpack_from(record)[0] - now_ns) / 1e9
             heapq.heappush(self.deferred, (due, next(self._deferred_seq), message))
+        if self.deferred:
+            self._join_timed()
 
     def _defer(self, message: Message, delay: float) -> None:
         heapq.heappush(self.deferred, (self.clock() + delay, next(self._deferred_seq), message))
+        self._join_timed()
+
+    def _join_timed(self) -> None:
+        if not self._in_timed and self._timed is not None:
+            self._in_timed = True
+            self._timed.add(self)
+
+    def _leave_timed(self) -> None:
+        if self._in_timed and self._timed is not None:
+            self._in_timed = False
+            self._timed.discard(self)
 
     # --- handing messages out -------------------------------------------------
 
@@ -246,6 +263,7 @@ class Channel:
                     burst.append(message)
                 if burst:
                     in_flight.start(burst, client, now, client.msg_timeout)
+                    self._join_timed()
                     client.deliver(burst)
                 if client.window() > 0:
                     still_ready.append(client)
@@ -361,6 +379,8 @@ class Channel:
             dirty = True
         if dirty:
             self.schedule_dispatch()
+        if not deferred and not self.in_flight_count:
+            self._leave_timed()
         return dirty
 
     # --- operator actions ---------------------------------------------------
@@ -384,6 +404,7 @@ class Channel:
         """Stop, and write queued, in-flight and deferred messages to disk.
         Returns how many messages were persisted."""
         self.exiting = True
+        self._leave_timed()
         leftovers = self._drop_in_flight()
         disk = self.deferred_disk
         kept = 0
@@ -404,6 +425,7 @@ class Channel:
 
     def delete(self) -> None:
         self.exiting = True
+        self._leave_timed()
         self._drop_in_flight()
         for client in list(self.clients):
             client.close()

@@ -54,6 +54,7 @@ class NSQD:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.data_path = options.data_path or os.getcwd()
         self.topics: dict[str, Topic] = {}
+        self.timed_channels: set = set()  # channels with messages in flight or deferred (Channel keeps it)
         self.clients: dict[int, ClientV2] = {}
         self._next_client_id = 0
         self.start_time = int(time.time())
@@ -443,12 +444,13 @@ class NSQD:
 
     async def _queue_scan_loop(self) -> None:
         """Every queue_scan_interval: time out in-flight messages, release due
-        deferred ones. Each channel's work is proportional to what expired."""
+        deferred ones. Only channels holding such messages are visited, and
+        each one's work is proportional to what expired."""
         interval = self.options.queue_scan_interval
         while True:
             await asyncio.sleep(interval)
             now = self.loop.time()
-            for channel in list(self.channels()):
+            for channel in list(self.timed_channels):
                 try:
                     channel.process_timeouts(now)
                 except OSError as error:

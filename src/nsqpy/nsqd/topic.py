@@ -146,7 +146,8 @@ class Topic:
                               self.nsqd.new_deferred_disk(f"{self.name}:{name}", ephemeral),
                               max_attempts=self.nsqd.options.max_attempts, message_ttl=self.message_ttl,
                               expire_action=self.expire_action,
-                              limit=DepthLimit(self.nsqd.options.max_depth, self.nsqd.options.full_policy))
+                              limit=DepthLimit(self.nsqd.options.max_depth, self.nsqd.options.full_policy),
+                              timed=self.nsqd.timed_channels)
             self.channels[name] = channel
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()
