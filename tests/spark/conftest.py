@@ -5,6 +5,7 @@ own topic (and its own temporary directories), so tests do not see each
 other's messages or checkpoints.
 """
 
+import os
 import sys
 
 import pytest
@@ -16,6 +17,9 @@ from tests.support.processes import GroupProcess
 from tests.support.wire import http_json, wait_until
 
 pytestmark = pytest.mark.spark
+
+# a sitecustomize that makes executors-reader partitions fail once (see its docstring)
+TASK_FAULTS_DIR = os.path.join(os.path.dirname(__file__), "task_faults")
 
 
 @pytest.fixture(scope="session")

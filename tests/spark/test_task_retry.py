@@ -14,12 +14,10 @@ import pytest
 
 from tests.support.wire import wait_until
 
-from .conftest import (archive_command, archived_bodies, bodies_other_readers_see, channel_stats, publish,
-                       rows_at_least)
+from .conftest import (TASK_FAULTS_DIR, archive_command, archived_bodies, bodies_other_readers_see, channel_stats,
+                       publish, rows_at_least)
 
 pytestmark = pytest.mark.spark
-
-FAULTS_DIR = os.path.join(os.path.dirname(__file__), "task_faults")
 
 
 def test_tasks_failing_after_their_log_write_are_retried_and_every_message_is_archived_once(
@@ -28,7 +26,8 @@ def test_tasks_failing_after_their_log_write_are_retried_and_every_message_is_ar
     publish(spark_nsqd, topic, bodies)
     faults, out = tmp_path / "faults", tmp_path / "out"
     faults.mkdir()
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [FAULTS_DIR, os.environ.get("PYTHONPATH")])))
+    workers_path = [TASK_FAULTS_DIR, os.environ.get("PYTHONPATH")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, workers_path)))
     monkeypatch.setenv("NSQPY_TEST_TASK_FAULTS", str(faults))
     running = archiver(archive_command(spark_nsqd, topic, out, "--master=local[2,2]", "--reader=executors",
                                        "--trigger=200 milliseconds", "--status-every=0.2",

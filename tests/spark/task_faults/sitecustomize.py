@@ -7,7 +7,9 @@ path that has one, and Spark hands its workers the PYTHONPATH it was started
 with; so a test that starts ``nsq_to_parquet`` with this folder first on
 PYTHONPATH and ``NSQPY_TEST_TASK_FAULTS=<directory>`` gets the faults, and
 nothing else does. The first attempt of an even partition raises; that of
-an odd one SIGKILLs its own Python worker, as the OOM killer would. A marker
+an odd one SIGKILLs its own Python worker, as the OOM killer would, or with
+``NSQPY_TEST_TASK_FAULTS_KILL=executor`` the executor JVM above it (the
+worker's parent is PySpark's daemon, whose parent is the executor). A marker
 file per partition in the directory keeps Spark's retry from failing too.
 """
 
@@ -30,7 +32,13 @@ if FAULTS:
         with open(marker, "w") as note:
             note.write(f"{rows.num_rows}\n")
         if index % 2:
+            if os.environ.get("NSQPY_TEST_TASK_FAULTS_KILL") == "executor":
+                os.kill(_parent_of(os.getppid()), signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)
         raise RuntimeError(f"injected failure of batch {batch} partition {index} after its log write")
+
+    def _parent_of(pid: int) -> int:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
 
     PartitionLog.write = write_then_fail_once
