@@ -5,6 +5,11 @@
     df = (spark.readStream.format("nsq").option("topic", "events")
           .option("channel", "archive").option("lookupd_http_addresses", "127.0.0.1:4161").load())
 
+From a Spark Connect client (``SparkSession.builder.remote("sc://host:15002")``,
+or ``build_session("sc://...")``) the same ``register`` sends the source to
+the server, whose Python workers run it: nsqpy must be installed there, and
+option mistakes show when the plan is analysed (``.schema``, ``start()``).
+
 Needs the ``spark`` extra (``pip install 'nsqpy[spark]'``): PySpark 4.2 or
 newer, whose Python data source API has admission control and
 ``Trigger.AvailableNow``, and PyArrow.
