@@ -47,8 +47,8 @@ def parse_args(argv):
     parser.add_argument("--output-dir", required=True, help="where the Parquet files go")
     parser.add_argument("--checkpoint-dir", help="Spark checkpoint (default <output-dir>/_checkpoint); "
                                                  "keep it to resume where the last run stopped")
-    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]), "
-                                                             "e.g. spark://host:7077")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]), e.g. "
+                        "spark://host:7077, or sc://host:15002 for a Spark Connect server")
     parser.add_argument("--trigger", default=DEFAULT_TRIGGER, type=trigger_interval,
                         help="micro-batch interval (default '1 second': a batch of up to "
                              "--max-messages-per-batch each second; '0 seconds': as fast as possible)")
