@@ -10,7 +10,8 @@ channels, through ``POST /topic/create`` and ``POST /channel/create`` from
 in ``--steps``: the elapsed time at each step is the curve. Both daemons
 persist nsqd.dat on these calls, so the curve shows what one create costs
 as the file grows. At ``--stats-at`` topics (5,000 x 2 channels = 15,000
-queues) it times ``--rounds`` sequential ``GET /stats?format=json``.
+queues) it times ``--rounds`` sequential ``GET /stats?format=json``. The
+daemon's resident memory is read from /proc at each step.
 """
 
 import argparse
@@ -77,8 +78,16 @@ def time_stats(address: str, rounds: int) -> tuple[float, int]:
     return statistics.median(timings[1:]), size
 
 
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def run(executable: str | None, args) -> dict:
-    """{"steps": [(topics, seconds since the start)], "stats_ms": ..., "stats_bytes": ...}."""
+    """{"steps": [(topics, seconds since the start, RSS in MB)], "stats_ms": ..., "stats_bytes": ...}."""
     result: dict = {"steps": []}
     with tempfile.TemporaryDirectory() as data_path:
         nsqd = nsqd_process(data_path, executable=executable).start()
@@ -88,8 +97,9 @@ def run(executable: str | None, args) -> dict:
             for step in args.steps:
                 creator.create_range(done, step)
                 done = step
-                result["steps"].append((step, time.perf_counter() - started))
-                print(f"  {step:>6} topics: {result['steps'][-1][1]:7.1f} s", flush=True)
+                result["steps"].append((step, time.perf_counter() - started, rss_mb(nsqd.process.pid)))
+                print(f"  {step:>6} topics: {result['steps'][-1][1]:7.1f} s, RSS {result['steps'][-1][2]:.0f} MB",
+                      flush=True)
                 if step == args.stats_at:
                     paused = time.perf_counter()
                     result["stats_ms"], result["stats_bytes"] = time_stats(nsqd.http_address, args.rounds)
@@ -130,6 +140,9 @@ def main() -> None:
     print(f"{'topics':>7} " + " ".join(f"{name:>8}" for name in results))
     for index, step in enumerate(args.steps):
         print(f"{step:>7} " + " ".join(f"{r['steps'][index][1]:8.1f}" for r in results.values()))
+    print(f"\nresident memory (MB)\n{'topics':>7} " + " ".join(f"{name:>8}" for name in results))
+    for index, step in enumerate(args.steps):
+        print(f"{step:>7} " + " ".join(f"{r['steps'][index][2]:8.0f}" for r in results.values()))
     if any("stats_ms" in r for r in results.values()):
         queues = args.stats_at * (1 + args.channels)
         print(f"\nGET /stats?format=json at {args.stats_at} topics ({queues} queues), median of {args.rounds} (ms)")
