@@ -13,7 +13,7 @@ import pytest
 
 from nsqpy.protocol import commands
 from tests.reliability.conftest import assert_no_traceback
-from tests.reliability.memory import rss_kb
+from tests.reliability.memory import rss_kb, settled_rss_kb
 from tests.reliability.probes import hostport_of, in_thread, pipeline_without_reading
 from tests.support.wire import WireConn
 
@@ -42,7 +42,7 @@ def _healthy_round_trip(nsqd, topic: str, count: int) -> list[bytes]:
 def test_a_client_that_never_reads_cannot_grow_nsqd(nsqd, topic, name, payload, setup, repeat):
     pid = nsqd.process.pid
     _healthy_round_trip(nsqd, topic, 10)  # warm: first-use allocations are not growth
-    before = rss_kb(pid)
+    before = settled_rss_kb(nsqd)
     hostile = in_thread(pipeline_without_reading, nsqd.tcp_hostport, payload, repeat, 2.0, setup)
     received = _healthy_round_trip(nsqd, topic, 200)  # while the hostile client pushes
     sent = hostile(120)
@@ -70,7 +70,7 @@ def test_a_client_that_never_reads_is_dropped_after_one_heartbeat_interval(nsqd)
 def test_an_nsqlookupd_peer_that_never_reads_cannot_grow_it(start_lookupd):
     lookupd = start_lookupd()
     pid = lookupd.process.pid
-    before = rss_kb(pid)
+    before = settled_rss_kb(lookupd)
     sent = pipeline_without_reading(lookupd.tcp_hostport, b"PING\n", 3_000_000, 2.0, magic=b"  V1")
     grown = rss_kb(pid) - before
     print(f"nsqlookupd: took {sent:,} of 3,000,000 pipelined PINGs, RSS +{grown / 1024:.1f} MB")
@@ -81,7 +81,7 @@ def test_an_nsqlookupd_peer_that_never_reads_cannot_grow_it(start_lookupd):
 
 def test_pipelined_http_requests_that_are_never_read_cannot_grow_nsqd(nsqd):
     pid = nsqd.process.pid
-    before = rss_kb(pid)
+    before = settled_rss_kb(nsqd)
     request = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
     sent = pipeline_without_reading(hostport_of(nsqd.http_address), request, 2_000_000, 2.0, magic=b"")
     grown = rss_kb(pid) - before
