@@ -19,8 +19,15 @@ from .standalone import SPARK_HOME, spark_env
 
 pytestmark = pytest.mark.spark
 
-pytest.importorskip("grpc", reason="Spark Connect needs pyspark's connect extra (grpcio, grpcio-status, "
-                                   "googleapis-common-protos, zstandard)")
+
+@pytest.fixture(scope="module", autouse=True)
+def connect_client_packages():
+    """Part of the ``spark`` extra: missing means a broken install, not a skip."""
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        pytest.fail("Spark Connect needs the spark extra's grpcio, grpcio-status, googleapis-common-protos "
+                    "and zstandard: .venv/bin/pip install -e '.[spark]'")
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from nsqpy.client import Consumer
 from nsqpy.client import workers as workers_module
 from nsqpy.client.workers import Workers
 
@@ -131,3 +132,11 @@ def test_an_answer_taken_in_hand_is_left_to_the_handler():
     messages = [Recorded(n) for n in range(10)]
     asyncio.run(run_until_answered(Workers(hold, 2, "t/c"), messages))
     assert sorted(m.number for m in held) == list(range(10)) and all(m.answer is None for m in messages)
+
+
+def test_a_consumer_stopped_before_it_ever_connected_stops_quietly():
+    async def stop_unconnected():
+        consumer = Consumer("t", "c", lambda message: None)
+        await asyncio.wait_for(consumer.stop(timeout=1.0), 5)
+
+    asyncio.run(stop_unconnected())

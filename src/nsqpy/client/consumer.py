@@ -200,18 +200,19 @@ class Consumer:
         if self._stopping:
             return
         self._stopping = True
-        if self.flow is not None:
-            self.flow.stop()
+        flow = self.flow  # None until the first connection
+        if flow is not None:
+            flow.stop()
         if self._backoff_timer is not None:
             self._backoff_timer.cancel()
         for task in list(self._tasks):
             task.cancel()
         for conn in list(self.connections.values()):
-            self.flow.closing(conn)
+            flow.closing(conn)
             conn.request(commands.CLS)
         try:
             async with asyncio.timeout(timeout):
-                while self._workers.busy or self.flow.in_flight:
+                while self._workers.busy or (flow is not None and flow.in_flight):
                     await asyncio.sleep(0.01)
         except TimeoutError:
             log.warning("consumer %s/%s: stop timed out with messages still in flight", self.topic,
