@@ -1,7 +1,7 @@
 import pytest
 
 from nsqpy.cli.flags import parse_options
-from nsqpy.nsqd.guid import GuidFactory
+from nsqpy.nsqd.guid import EPOCH, GuidFactory
 from nsqpy.nsqd.options import NsqdOptions
 from nsqpy.options import format_duration, parse_duration
 
@@ -45,3 +45,12 @@ def test_ids_are_unique_increasing_hex_even_past_the_sequence_space():
     assert ids == sorted(ids)
     assert all(len(i) == 16 and int(i, 16) >= 0 for i in ids)
     assert (int(ids[0], 16) >> 12) & 0x3FF == 1023
+
+
+def test_an_id_is_nsqs_layout_in_sixteen_hex_digits():
+    guid = GuidFactory(node_id=617)
+    guid.last_ts = ts = 1 << 45  # the clock is behind it: this time unit is used
+    guid.sequence = 4093
+    expected = [b"%016x" % (((ts - EPOCH) << 22) | (617 << 12) | sequence) for sequence in (4094, 4095)]
+    expected += [b"%016x" % (((ts + 1 - EPOCH) << 22) | (617 << 12) | sequence) for sequence in (0, 1)]
+    assert guid.new_ids(4) == expected
