@@ -22,8 +22,10 @@ from setuptools import setup
 #: Kept to what a profile of nsqd under NSQ's bench tools shows on the
 #: message path, and what pays when compiled (see the README's benchmarks).
 COMPILED_MODULES = [
+    "src/nsqpy/diskqueue/queue.py",
     "src/nsqpy/protocol/commands.py",
     "src/nsqpy/protocol/message.py",
+    "src/nsqpy/nsqd/batch.py",
     "src/nsqpy/nsqd/channel.py",
     "src/nsqpy/nsqd/client.py",
     "src/nsqpy/nsqd/guid.py",

@@ -223,3 +223,16 @@ def test_acks_beyond_the_listed_limit_come_back_after_a_crash(tmp_path, monkeypa
     assert drain(again) == [records[0], records[3], records[4]]  # the first two listed, the rest at least once
     assert records_from_read_position(tmp_path) == (0, 0)
     again.close()
+
+
+def test_put_many_writes_each_segments_share_at_once_and_rolls_between(tmp_path):
+    q = make(tmp_path)
+    records = [b"%02d" % i * 10 for i in range(10)]  # 24 bytes with its length: 4 per 100-byte file
+    q.put_many(records)
+    assert (q.depth, q.write_file_num, q.write_pos) == (10, 2, 48)
+    with pytest.raises(ValueError, match="invalid record size 51"):
+        q.put_many([b"ok", b"x" * 51])  # refused whole: nothing of it is queued
+    assert q.depth == 10
+    q.close()
+    q = make(tmp_path)
+    assert [q.get() for _ in range(10)] == records and q.get() is None

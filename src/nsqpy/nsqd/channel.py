@@ -19,16 +19,18 @@ import heapq
 import itertools
 import struct
 import time
+from typing import Final
 
 from ..protocol.errors import E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED, ProtocolError
 from ..protocol.names import is_ephemeral
+from .batch import Batch
 from .bounds import DepthLimit
 from .dead_letter import default_dead_letter_topic, is_valid_dead_letter_topic
 from .inflight import InFlight
 from .message import Message
 from .queue import MessageQueue
 
-_DUE = struct.Struct(">q")  # unix nanoseconds, before each deferred record
+_DUE: Final = struct.Struct(">q")  # unix nanoseconds, before each deferred record
 
 
 class Channel:
@@ -169,6 +171,13 @@ class Channel:
         if self.limit.drops:
             self.limit.make_room(self.queue, len(messages))
         self.queue.put_many(messages)
+        self.schedule_dispatch()
+
+    def put_batch(self, batch: Batch) -> None:
+        self.message_count += batch.remaining
+        if self.limit.drops:
+            self.limit.make_room(self.queue, batch.remaining)
+        self.queue.put_batch(batch)
         self.schedule_dispatch()
 
     def put_deferred(self, message: Message, delay: float) -> None:

@@ -4,16 +4,63 @@
 2**20 ns. NSQ sleeps when the clock goes back or the 12-bit sequence runs
 out; this generator instead borrows the next time unit, so IDs stay unique
 and increasing without ever blocking the event loop.
+
+A publish reserves its ids (``GuidFactory.reserve``) and each is made when
+its message is: an MPUB's messages wait in their queue as the one buffer
+they arrived in (batch.py), and their ids wait with them.
 """
 
 import time
+from typing import Final
 
-EPOCH = 1288834974288
-SEQUENCE_BITS = 12
-SEQUENCE_MASK = (1 << SEQUENCE_BITS) - 1
+EPOCH: Final = 1288834974288
+SEQUENCE_BITS: Final = 12
+SEQUENCE_MASK: Final = (1 << SEQUENCE_BITS) - 1
 # the sequence is the last 3 of the 16 hex digits: an id is the 13 digits its
-# batch shares plus one of these (a concatenation, not a formatting, per id)
-_SEQUENCE_HEX = [b"%03x" % sequence for sequence in range(SEQUENCE_MASK + 1)]
+# time unit shares plus one of these (a concatenation, not a formatting, per id)
+_SEQUENCE_HEX: Final = [b"%03x" % sequence for sequence in range(SEQUENCE_MASK + 1)]
+
+
+class IdSequence:
+    """Consecutive ids from ``(ts, sequence)`` on, made one at a time."""
+
+    __slots__ = ("node_bits", "ts", "sequence", "prefix")
+
+    def __init__(self, node_bits: int, ts: int, sequence: int):
+        self.node_bits = node_bits
+        self.ts = ts + (sequence >> SEQUENCE_BITS)
+        self.sequence = sequence & SEQUENCE_MASK
+        self.prefix = self._prefix()
+
+    def _prefix(self) -> bytes:
+        """The 13 hex digits every id of this time unit shares."""
+        return b"%013x" % ((((self.ts - EPOCH) << 22) | self.node_bits) >> SEQUENCE_BITS)
+
+    def _next_time_unit(self) -> None:
+        self.ts += 1
+        self.sequence = 0
+        self.prefix = self._prefix()
+
+    def next(self) -> bytes:
+        if self.sequence > SEQUENCE_MASK:
+            self._next_time_unit()
+        sequence = self.sequence
+        self.sequence = sequence + 1
+        return self.prefix + _SEQUENCE_HEX[sequence]
+
+    def take(self, count: int) -> list[bytes]:
+        ids: list[bytes] = []
+        while count:
+            if self.sequence > SEQUENCE_MASK:
+                self._next_time_unit()
+            last = min(self.sequence + count, SEQUENCE_MASK + 1)
+            ids += map(self.prefix.__add__, _SEQUENCE_HEX[self.sequence:last])
+            count -= last - self.sequence
+            self.sequence = last
+        return ids
+
+    def copy(self) -> "IdSequence":
+        return IdSequence(self.node_bits, self.ts, self.sequence)
 
 
 class GuidFactory:
@@ -24,19 +71,17 @@ class GuidFactory:
         self.last_ts = 0
         self.sequence = 0
 
-    def new_ids(self, count: int) -> list[bytes]:
+    def reserve(self, count: int) -> IdSequence:
+        """The next ``count`` ids, to be made by the sequence returned."""
         ts = time.time_ns() >> 20
         if ts > self.last_ts:
             self.last_ts, self.sequence = ts, -1
-        ids: list[bytes] = []
-        while count:
-            first = self.sequence + 1
-            if first > SEQUENCE_MASK:
-                self.last_ts += 1
-                first = 0
-            last = min(first + count, SEQUENCE_MASK + 1)
-            shared = b"%013x" % ((((self.last_ts - EPOCH) << 22) | self.node_bits) >> SEQUENCE_BITS)
-            ids += map(shared.__add__, _SEQUENCE_HEX[first:last])
-            count -= last - first
-            self.sequence = last - 1
+        first = self.sequence + 1
+        ids = IdSequence(self.node_bits, self.last_ts, first)
+        last = first + count - 1
+        self.last_ts += last >> SEQUENCE_BITS
+        self.sequence = last & SEQUENCE_MASK
         return ids
+
+    def new_ids(self, count: int) -> list[bytes]:
+        return self.reserve(count).take(count)

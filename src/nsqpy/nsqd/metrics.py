@@ -16,7 +16,7 @@ from .latency import summarize
 # (figure, help, how to read it from a topic or a channel)
 _TOPIC_GAUGES = [
     ("depth", "Messages queued in the topic (memory and disk), waiting for a channel.", lambda t: len(t.queue)),
-    ("memory_depth", "Messages queued in the topic's memory.", lambda t: len(t.queue.memory)),
+    ("memory_depth", "Messages queued in the topic's memory.", lambda t: t.queue.memory_depth),
     ("backend_depth", "Messages queued in the topic's disk queue.", lambda t: t.queue.backend_depth),
     ("channels", "Channels of the topic.", lambda t: len(t.channels)),
     ("paused", "1 when the topic is paused.", lambda t: int(t.paused)),
@@ -29,7 +29,7 @@ _TOPIC_COUNTERS = [
 ]
 _CHANNEL_GAUGES = [
     ("depth", "Messages queued in the channel (memory and disk), not yet delivered.", lambda c: len(c.queue)),
-    ("memory_depth", "Messages queued in the channel's memory.", lambda c: len(c.queue.memory)),
+    ("memory_depth", "Messages queued in the channel's memory.", lambda c: c.queue.memory_depth),
     ("backend_depth", "Messages queued in the channel's disk queue.", lambda c: c.queue.backend_depth),
     ("in_flight", "Messages delivered and not yet finished, requeued or timed out.", lambda c: len(c.in_flight)),
     ("deferred", "Messages deferred (DPUB or REQ with a delay), waiting to be due.", lambda c: len(c.deferred)),

@@ -3,6 +3,7 @@
 from collections import deque
 
 from ..diskqueue import DiskQueue
+from .batch import Batch
 from .message import Message
 
 
@@ -38,25 +39,33 @@ class MessageQueue:
 
     Without a disk queue (ephemeral topics and channels) overflow is dropped,
     as NSQ drops it. ``put`` raises ``OSError`` when the disk refuses a write,
-    so the publisher hears about it.
+    so the publisher hears about it. Memory holds messages and MPUB batches
+    (batch.py), each counted by the messages in it (``memory_depth``).
+
+    The oldest message goes first, whichever side holds it (``pop``).
     """
 
-    __slots__ = ("memory", "capacity", "disk", "dropped", "_prefer_disk")
+    __slots__ = ("memory", "memory_depth", "capacity", "disk", "dropped", "_disk_head")
 
     def __init__(self, capacity: int, disk: DiskQueue | None):
-        self.memory: deque[Message] = deque()
+        self.memory: deque[Message | Batch] = deque()
+        self.memory_depth = 0
         self.capacity = capacity
         self.disk = disk
         self.dropped = 0
-        self._prefer_disk = False
+        # the next disk message, read to compare its age with memory's next;
+        # its record stays on disk, unacknowledged, until it is delivered
+        self._disk_head: Message | None = None
 
     def __len__(self) -> int:
-        disk = self.disk
-        return len(self.memory) + (disk.depth if disk is not None else 0)
+        return self.memory_depth + self.backend_depth
 
     @property
     def backend_depth(self) -> int:
-        return self.disk.depth if self.disk is not None else 0
+        disk = self.disk
+        if disk is None:
+            return 0
+        return disk.depth + (self._disk_head is not None)
 
     @property
     def unsynced_count(self) -> int:
@@ -66,8 +75,9 @@ class MessageQueue:
     def put(self, message: Message) -> None:
         """A message back in memory keeps its disk record; one written to disk
         again releases the old record only once the new one is written."""
-        if len(self.memory) < self.capacity:
+        if self.memory_depth < self.capacity:
             self.memory.append(message)
+            self.memory_depth += 1
         elif self.disk is not None:
             self.disk.put(message.encode())
             self.ack(message)
@@ -87,42 +97,87 @@ class MessageQueue:
     def put_many(self, messages: list[Message]) -> None:
         """New messages (no disk records yet): memory while it has room, then
         disk in one batch."""
-        room = self.capacity - len(self.memory)
+        room = self.capacity - self.memory_depth
         if room >= len(messages):
             self.memory.extend(messages)
+            self.memory_depth += len(messages)
             return
         if room > 0:
             self.memory.extend(messages[:room])
+            self.memory_depth += room
         rest = messages[max(room, 0):]
         if self.disk is not None:
             self.disk.put_many([message.encode() for message in rest])
         else:
             self.dropped += len(rest)
 
+    def put_batch(self, batch: Batch) -> None:
+        """An MPUB's messages: kept whole while memory has room for them all."""
+        if self.capacity - self.memory_depth >= batch.remaining:
+            self.memory_depth += batch.remaining
+            self.memory.append(batch)
+        else:
+            self.put_many(batch.take_all())
+
     def pop(self) -> Message | None:
-        """The next message. Memory and disk take turns when both hold some,
-        so neither starves (NSQ picks between them at random)."""
-        disk = self.disk
-        if disk is not None and disk.depth:
-            prefer_disk = self._prefer_disk = not self._prefer_disk
-            if prefer_disk or not self.memory:
-                taken = disk.get_with_token()
-                if taken is not None:
-                    message = Message.decode(taken[0])
-                    message.disk_token = (disk, taken[1])
-                    return message
-        if self.memory:
-            return self.memory.popleft()
-        return None
+        """The next message: of memory's next and disk's next, the one
+        published first. So an overflow keeps its order (memory fills first,
+        later messages go to disk, and those published once memory has room
+        again come after them), and neither side starves: NSQ picks between
+        them at random."""
+        disk_head = self._disk_head
+        if disk_head is None:
+            disk = self.disk
+            if disk is not None and disk.depth:
+                disk_head = self._disk_head = self._read_disk(disk)
+        if disk_head is not None and (not self.memory_depth or disk_head.timestamp < self.memory[0].timestamp):
+            self._disk_head = None
+            return disk_head
+        if not self.memory_depth:
+            return None
+        self.memory_depth -= 1
+        head = self.memory[0]
+        if isinstance(head, Message):
+            self.memory.popleft()
+            return head
+        message = head.take()
+        if not head.remaining:
+            self.memory.popleft()
+        return message
+
+    @staticmethod
+    def _read_disk(disk: DiskQueue) -> Message | None:
+        taken = disk.get_with_token()
+        if taken is None:
+            return None
+        message = Message.decode(taken[0])
+        message.disk_token = (disk, taken[1])
+        return message
+
+    def _take_memory(self) -> list[Message]:
+        """Everything in memory, as messages, leaving it empty."""
+        messages: list[Message] = []
+        for item in self.memory:
+            if isinstance(item, Message):
+                messages.append(item)
+            else:
+                messages += item.take_all()
+        self._clear_memory()
+        return messages
+
+    def _clear_memory(self) -> None:
+        self.memory.clear()
+        self.memory_depth = 0
 
     def persist(self, messages) -> int:
         """Write ``messages`` and the memory backlog to disk (clean shutdown).
         Raises ``MessagesLost`` when the disk refuses: what was not written
-        is gone, and the operator must hear how much."""
+        is gone, and the operator must hear how much. The disk's next message
+        needs nothing: its record is still there, unacknowledged."""
         if self.disk is None:
             return 0
-        pending = [*messages, *self.memory]
-        self.memory.clear()
+        self._disk_head = None
+        pending = [*messages, *self._take_memory()]
         for written, message in enumerate(pending):
             try:
                 self.disk.put(message.encode())
@@ -132,7 +187,8 @@ class MessageQueue:
         return len(pending)
 
     def clear(self) -> None:
-        self.memory.clear()
+        self._clear_memory()
+        self._disk_head = None
         if self.disk is not None:
             self.disk.empty()
 
@@ -141,6 +197,7 @@ class MessageQueue:
             self.disk.close()
 
     def delete(self) -> None:
-        self.memory.clear()
+        self._clear_memory()
+        self._disk_head = None
         if self.disk is not None:
             self.disk.delete()

@@ -398,8 +398,17 @@ class NSQD:
 
     def publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0,
                 ids: list[bytes] | None = None) -> None:
+        self._publish(topic_name, lambda topic: topic.publish(bodies, time.time_ns(), defer, ids))
+
+    def publish_mpub(self, topic_name: str, body: bytes, count: int) -> None:
+        """An MPUB's validated body, queued as it is (``Topic.publish_mpub``)."""
+        self._publish(topic_name, lambda topic: topic.publish_mpub(body, count, time.time_ns()))
+
+    def _publish(self, topic_name: str, put) -> None:
+        """``put(topic)``; a disk that refuses makes nsqd unhealthy until a
+        publish succeeds again."""
         try:
-            self.get_topic(topic_name).publish(bodies, time.time_ns(), defer, ids)
+            put(self.get_topic(topic_name))
         except OSError as error:
             self.health_error = str(error)
             self.log.error("TOPIC(%s): failed to put messages: %s", topic_name, error)

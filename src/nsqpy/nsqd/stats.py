@@ -95,7 +95,7 @@ def _at_risk_json(queue, held_elsewhere: int) -> str:
     ``memory_depth``: queued only in memory; ``memory_only_count``: that plus
     in-flight and deferred messages, which also live only in memory;
     ``unsynced_count``: written to disk but not yet fsynced."""
-    memory = len(queue.memory)
+    memory = queue.memory_depth
     return (f'"memory_depth":{memory},"memory_only_count":{memory + held_elsewhere},'
             f'"unsynced_count":{queue.unsynced_count}')
 

@@ -9,10 +9,10 @@ import asyncio
 import json
 import ssl
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, Final
 
 from ..protocol import errors
-from ..protocol.commands import ABORT, parse_base10, parse_mpub_body, v2_reader
+from ..protocol.commands import ABORT, check_mpub_body, parse_base10, v2_reader
 from ..protocol.compression import CompressionError, new_codec
 from ..protocol.errors import ProtocolError
 from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
@@ -436,7 +436,7 @@ class V2Protocol(asyncio.Protocol):
         topic_name = self._topic_name(command.params[1], "PUB")
         if command.body_error is not None:
             raise command.body_error
-        return self._with_permission(client, "PUB", "publish", topic_name, "", lambda: self._publish(
+        return self._with_permission(client, "PUB", "publish", topic_name, "", lambda: self._publish_bodies(
             client, topic_name, [command.body], 0.0, errors.E_PUB_FAILED, "PUB"))
 
     def dpub(self, client: ClientV2, command) -> Awaitable[None] | None:
@@ -450,7 +450,7 @@ class V2Protocol(asyncio.Protocol):
             raise _invalid(f"DPUB timeout {delay_ms} out of range 0-{max_ms}")
         if command.body_error is not None:
             raise command.body_error
-        return self._with_permission(client, "DPUB", "publish", topic_name, "", lambda: self._publish(
+        return self._with_permission(client, "DPUB", "publish", topic_name, "", lambda: self._publish_bodies(
             client, topic_name, [command.body], delay_ms / 1000, errors.E_DPUB_FAILED, "DPUB"))
 
     def mpub(self, client: ClientV2, command) -> Awaitable[None] | None:
@@ -463,24 +463,30 @@ class V2Protocol(asyncio.Protocol):
         if command.body_error is not None:
             raise command.body_error
         options = self.nsqd.options
-        bodies = parse_mpub_body(command.body, options.max_msg_size, options.max_body_size)
+        body = command.body
+        count = check_mpub_body(body, options.max_msg_size, options.max_body_size)
         return self._with_permission(client, "MPUB", "publish", name, "", lambda: self._publish(
-            client, name, bodies, 0.0, errors.E_MPUB_FAILED, "MPUB"))
+            client, name, lambda: self.nsqd.publish_mpub(name, body, count), count, errors.E_MPUB_FAILED, "MPUB"))
 
-    def _publish(self, client: ClientV2, topic_name: str, bodies, defer: float, code: str, name: str) -> None:
+    def _publish_bodies(self, client: ClientV2, topic_name: str, bodies: list[bytes], defer: float, code: str,
+                        name: str) -> None:
+        self._publish(client, topic_name, lambda: self.nsqd.publish(topic_name, bodies, defer), len(bodies), code,
+                      name)
+
+    def _publish(self, client: ClientV2, topic_name: str, put, count: int, code: str, name: str) -> None:
         try:
-            self.nsqd.publish(topic_name, bodies, defer)
+            put()
         except TopicExiting:
             raise ProtocolError(code, f"{name} failed exiting") from None
         except QueueFull as error:
             raise ProtocolError(code, f"{name} failed {error}") from None
         except OSError as error:
             raise ProtocolError(code, f"{name} failed {error}") from None
-        client.pub_counts[topic_name] = client.pub_counts.get(topic_name, 0) + len(bodies)
+        client.pub_counts[topic_name] = client.pub_counts.get(topic_name, 0) + count
         client.send_frame(OK_FRAME)
 
 
-_HANDLERS = {
+_HANDLERS: Final = {
     b"IDENTIFY": V2Protocol.identify,
     b"AUTH": V2Protocol.auth,
     b"SUB": V2Protocol.sub,

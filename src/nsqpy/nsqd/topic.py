@@ -5,14 +5,17 @@ While a topic has no channel, or is paused, messages wait in its own queue
 backlog in chunks so a large one never stalls the event loop.
 """
 
+from typing import Final
+
 from ..protocol.names import is_ephemeral
+from .batch import Batch
 from .bounds import DepthLimit
 from .channel import Channel
 from .guid import GuidFactory
 from .message import Message
 from .queue import MessageQueue, MessagesLost
 
-DRAIN_CHUNK = 1000
+DRAIN_CHUNK: Final = 1000
 
 
 class TopicExiting(Exception):
@@ -51,26 +54,48 @@ class Topic:
         """Queue ``bodies`` in order, with new ids unless ``ids`` are given (a
         dead letter keeps its id). Raises ``TopicExiting`` or ``OSError`` (disk
         refused the write)."""
-        if self.exiting:
-            raise TopicExiting("exiting")
-        self._check_limits(len(bodies))
+        self._check_open(len(bodies))
         if ids is None:
             ids = self.guid.new_ids(len(bodies))
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
-        if self.started and self.channels and not self.paused and not len(self.queue):
-            if defer:
-                for message in messages:
-                    self._fan_out(message)
-            else:  # one batch per channel: one disk write batch, one fsync
-                first = True
-                for channel in self.channels.values():
-                    channel.put_many(messages if first else [m.copy() for m in messages])
-                    first = False
-        else:
+        if not self._to_channels_now():
             self.limit.make_room(self.queue, len(messages))
             self.queue.put_many(messages)
+        elif defer:
+            for message in messages:
+                self._fan_out(message)
+        else:  # one batch per channel: one disk write batch, one fsync
+            first = True
+            for channel in self.channels.values():
+                channel.put_many(messages if first else [m.copy() for m in messages])
+                first = False
         self.message_count += len(bodies)
         self.message_bytes += sum(map(len, bodies))
+
+    def publish_mpub(self, body: bytes, count: int, timestamp: int) -> None:
+        """An MPUB's validated body (``commands.check_mpub_body``), queued as
+        it is (batch.py). Raises as ``publish`` does."""
+        self._check_open(count)
+        batch = Batch(body, count, timestamp, self.guid.reserve(count))
+        if not self._to_channels_now():
+            self.limit.make_room(self.queue, count)
+            self.queue.put_batch(batch)
+        else:
+            first = True
+            for channel in self.channels.values():
+                channel.put_batch(batch if first else batch.copy())
+                first = False
+        self.message_count += count
+        self.message_bytes += len(body) - 4 * (count + 1)
+
+    def _check_open(self, incoming: int) -> None:
+        if self.exiting:
+            raise TopicExiting("exiting")
+        self._check_limits(incoming)
+
+    def _to_channels_now(self) -> bool:
+        """Straight to the channels, or into the topic's own queue first."""
+        return self.started and bool(self.channels) and not self.paused and not len(self.queue)
 
     def _check_limits(self, incoming: int) -> None:
         """Raises ``QueueFull`` before anything is queued, so an MPUB is all or nothing."""

@@ -6,13 +6,14 @@ followed by ``[int32 length][body]``.
 
 import json
 import struct
+from typing import Final
 
 from .errors import ProtocolError, E_BAD_BODY, E_BAD_MESSAGE
 from .names import is_valid_topic_name
 
-MAX_LINE_LENGTH = 16 * 1024  # nsqd's buffered reader size: a line and its newline must fit in it
+MAX_LINE_LENGTH: Final = 16 * 1024  # nsqd's buffered reader size: a line and its newline must fit in it
 
-_INT32 = struct.Struct(">i")
+_INT32: Final = struct.Struct(">i")
 
 
 class Command:
@@ -34,7 +35,7 @@ class Command:
 
 #: Returned in place of a command when the stream can no longer be parsed
 #: without an error frame to send (a line longer than nsqd's read buffer).
-ABORT = Command(None, [])
+ABORT: Final = Command(None, [])
 
 
 def check_message_size(name: bytes, size: int, max_msg_size: int) -> ProtocolError | None:
@@ -56,7 +57,7 @@ def check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError
 # nsqd checks a body command's parameters before it reads the body; with
 # the wrong count, a bad topic name or a bad DPUB timeout it answers at once
 # (a fatal error), and no body is waited for.
-_BODY_PARAM_COUNTS = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1}
+_BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1}
 
 
 def _v2_body_checker(max_defer_ms: int):
@@ -80,7 +81,7 @@ def _v2_body_checker(max_defer_ms: int):
 
 # What nsqd answers when a body command's bytes stop coming (the client hung
 # up, or the whole-command deadline passed): before the length, then inside it.
-_TRUNCATED = {
+_TRUNCATED: Final = {
     b"PUB": ((E_BAD_MESSAGE, "PUB failed to read message body size"),
              (E_BAD_MESSAGE, "PUB failed to read message body")),
     b"DPUB": ((E_BAD_MESSAGE, "DPUB failed to read message body size"),
@@ -250,38 +251,51 @@ def parse_base10(value: bytes) -> int:
     return int(value) if value else 0
 
 
-def parse_mpub_body(body: bytes, max_msg_size: int, max_body_size: int, *, exact: bool = True) -> list[bytes]:
-    """``[int32 count]([int32 size][bytes])*`` -> message bodies, all validated
-    before any is returned (MPUB is all or nothing). ``exact``: bytes after
-    the last message are an error (V2, where they would put the stream out of
-    step); nsqd's HTTP ``/mpub?binary=true`` ignores them."""
+def check_mpub_body(body: bytes, max_msg_size: int, max_body_size: int, *, exact: bool = True) -> int:
+    """Validates ``[int32 count]([int32 size][bytes])*`` whole (MPUB is all or
+    nothing) and returns the count. ``exact``: bytes after the last message
+    are an error (V2, where they would put the stream out of step); nsqd's
+    HTTP ``/mpub?binary=true`` ignores them."""
     length = len(body)
     if length < 4:
         raise ProtocolError(E_BAD_BODY, "MPUB failed to read message count")
-    count = _INT32.unpack_from(body, 0)[0]
-    max_messages = (max_body_size - _INT32.size) // (_INT32.size + 1)  # each a size and one byte at least
+    count = _int32_at(body, 0)
+    max_messages = (max_body_size - 4) // 5  # each a size and one byte at least
     if count <= 0 or count > max_messages:
         raise ProtocolError(E_BAD_BODY, f"MPUB invalid message count {count}")
-    messages: list[bytes] = []
-    append = messages.append
-    unpack_from = _INT32.unpack_from
     pos = 4
     for index in range(count):
         if pos + 4 > length:
             raise ProtocolError(E_BAD_MESSAGE, f"MPUB failed to read message({index}) body size")
-        size = unpack_from(body, pos)[0]
+        size = _int32_at(body, pos)
         if size <= 0:
             raise ProtocolError(E_BAD_MESSAGE, f"MPUB invalid message({index}) body size {size}")
         if size > max_msg_size:
             raise ProtocolError(E_BAD_MESSAGE, f"MPUB message too big {size} > {max_msg_size}")
-        pos += 4
-        if pos + size > length:
+        pos += 4 + size
+        if pos > length:
             raise ProtocolError(E_BAD_MESSAGE, f"MPUB failed to read message({index}) body")
-        append(body[pos : pos + size])
-        pos += size
     if exact and pos != length:
         raise ProtocolError(E_BAD_BODY, f"MPUB body has {length - pos} bytes after message({count - 1})")
-    return messages
+    return count
+
+
+def parse_mpub_body(body: bytes, max_msg_size: int, max_body_size: int, *, exact: bool = True) -> list[bytes]:
+    """The message bodies of a valid MPUB body (``check_mpub_body``)."""
+    bodies: list[bytes] = []
+    pos = 4
+    for _ in range(check_mpub_body(body, max_msg_size, max_body_size, exact=exact)):
+        end = pos + 4 + _int32_at(body, pos)
+        bodies.append(body[pos + 4 : end])
+        pos = end
+    return bodies
+
+
+def _int32_at(data: bytes, pos: int) -> int:
+    """The big-endian signed int32 at ``pos`` (plain int arithmetic: compiled,
+    no object is made for it)."""
+    value = (data[pos] << 24) | (data[pos + 1] << 16) | (data[pos + 2] << 8) | data[pos + 3]
+    return value - (1 << 32) if value & 0x80000000 else value
 
 
 # --- client-side encoders -------------------------------------------------
@@ -298,7 +312,7 @@ def encode_command(name: bytes, *params, body: bytes | None = None) -> bytes:
     return line + _INT32.pack(len(body)) + body
 
 
-_TABLED_SIZES = 4096  # sizes below this keep their packed field; larger ones are packed each time
+_TABLED_SIZES: Final = 4096  # sizes below this keep their packed field; larger ones are packed each time
 _size_fields: dict[int, bytes] = {}
 
 
@@ -376,5 +390,5 @@ def mpub(topic: str, bodies: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
-NOP = b"NOP\n"
-CLS = b"CLS\n"
+NOP: Final = b"NOP\n"
+CLS: Final = b"CLS\n"

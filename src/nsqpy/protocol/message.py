@@ -4,17 +4,17 @@
 """
 
 import struct
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from .errors import ProtocolError, E_BAD_MESSAGE
 from .frames import FRAME_TYPE_MESSAGE
 
-MESSAGE_ID_LENGTH = 16
-MESSAGE_HEADER = struct.Struct(">qH16s")
-MESSAGE_HEADER_SIZE = MESSAGE_HEADER.size  # 26
+MESSAGE_ID_LENGTH: Final = 16
+MESSAGE_HEADER: Final = struct.Struct(">qH16s")
+MESSAGE_HEADER_SIZE: Final = MESSAGE_HEADER.size  # 26
 
 # A message frame's size/type prefix and the message header in one pack.
-_MESSAGE_FRAME_HEADER = struct.Struct(">iiqH16s")
+_MESSAGE_FRAME_HEADER: Final = struct.Struct(">iiqH16s")
 
 
 class DecodedMessage(NamedTuple):
