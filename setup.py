@@ -26,6 +26,7 @@ COMPILED_MODULES = [
     "src/nsqpy/protocol/commands.py",
     "src/nsqpy/protocol/message.py",
     "src/nsqpy/nsqd/batch.py",
+    "src/nsqpy/nsqd/busypoll.py",
     "src/nsqpy/nsqd/channel.py",
     "src/nsqpy/nsqd/client.py",
     "src/nsqpy/nsqd/guid.py",

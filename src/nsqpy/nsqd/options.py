@@ -6,13 +6,16 @@ import socket
 import zlib
 
 from ..net import split_host_port
-from ..options import option
+from ..options import format_duration, option
 
 
 def default_node_id() -> int:
     """NSQ's default: crc32 of the md5 of the hostname, modulo 1024."""
     digest = hashlib.md5(socket.gethostname().encode()).digest()
     return zlib.crc32(digest) % 1024
+
+
+MAX_BUSY_POLL = 0.01  # longer than this is no longer a moment: a spinning loop
 
 
 @dataclasses.dataclass
@@ -47,6 +50,10 @@ class NsqdOptions:
     max_bytes_per_file: int = option(104857600, "number of bytes per diskqueue file before rolling")
     sync_every: int = option(2500, "number of messages per diskqueue fsync")
     sync_timeout: float = option(2.0, "duration of time per diskqueue fsync", duration=True)
+
+    busy_poll: float = option(50e-6, "beyond NSQ: how long the event loop keeps polling the network after "
+                              "input before it sleeps (lower latency for request-response clients; 0 = off)",
+                              duration=True)
 
     queue_scan_interval: float = 0.1
     queue_scan_worker_pool_max: int = option(4, "max concurrency for checking in-flight and deferred "
@@ -147,6 +154,8 @@ class NsqdOptions:
             raise ValueError(f"--max-attempts {self.max_attempts} must be in [0, 65535]")
         if self.max_depth < 0:
             raise ValueError(f"--max-depth {self.max_depth} must be >= 0")
+        if not 0 <= self.busy_poll <= MAX_BUSY_POLL:
+            raise ValueError(f"--busy-poll {format_duration(self.busy_poll)} must be in [0, 10ms]")
         if self.message_ttl < 0:
             raise ValueError(f"--message-ttl {self.message_ttl:g}s must be >= 0")
         for p in self.e2e_processing_latency_percentiles:

@@ -22,6 +22,7 @@ from ..protocol.message import MESSAGE_HEADER_SIZE
 from ..protocol.names import is_ephemeral
 from . import metadata
 from .auth import AuthClient
+from .busypoll import BusyPoll
 from .client import ClientV2
 from .latency import LatencyWindow
 from .lookup import LookupPeer
@@ -96,6 +97,7 @@ class NSQD:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.busy_poll = BusyPoll(self.loop, self.options.busy_poll)
         self.log.info("ID: %d", self.options.node_id)
         self._lock_data_path()
         try:

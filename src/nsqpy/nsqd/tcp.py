@@ -103,6 +103,7 @@ class V2Protocol(asyncio.Protocol):
         commands = self.reader.feed(data)
         if commands:
             self._run(client, commands)
+        self.nsqd.busy_poll.input_arrived()
 
     def eof_received(self) -> bool:
         """A client that hangs up inside a body hears what nsqd says then."""

@@ -1,0 +1,39 @@
+"""Busy polling keeps the event loop from sleeping for its window after input, then lets it sleep."""
+
+import asyncio
+
+import pytest
+
+from nsqpy.nsqd.busypoll import BusyPoll
+from nsqpy.nsqd.options import NsqdOptions
+
+
+def test_the_loop_polls_through_the_window_then_sleeps():
+    async def main():
+        poll = BusyPoll(asyncio.get_running_loop(), 0.05)
+        poll.input_arrived()
+        await asyncio.sleep(0.01)
+        during = poll.polling
+        await asyncio.sleep(0.2)
+        return during, poll.polling
+
+    assert asyncio.run(asyncio.wait_for(main(), 5)) == (True, False)
+
+
+def test_a_zero_window_never_polls():
+    async def main():
+        poll = BusyPoll(asyncio.get_running_loop(), 0.0)
+        poll.input_arrived()
+        return poll.polling
+
+    assert asyncio.run(asyncio.wait_for(main(), 5)) is False
+
+
+@pytest.mark.parametrize("value, ok", [(0.0, True), (50e-6, True), (0.01, True), (0.02, False)])
+def test_the_window_is_a_moment_at_most(value, ok):
+    options = NsqdOptions(busy_poll=value)
+    if ok:
+        options.validate()
+    else:
+        with pytest.raises(ValueError, match=r"--busy-poll 20ms must be in \[0, 10ms\]"):
+            options.validate()
