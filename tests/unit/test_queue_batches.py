@@ -133,3 +133,17 @@ def test_check_mpub_body_refuses_what_parse_refused():
     with pytest.raises(ProtocolError, match="MPUB body has 1 bytes after message"):
         check_mpub_body(good + b"!", 10, 100)
     assert check_mpub_body(good + b"!", 10, 100, exact=False) == 1
+
+
+def test_persist_writes_a_large_backlog_in_order_without_making_it_all_at_once(tmp_path):
+    queue = MessageQueue(100_000, disk(tmp_path))
+    in_flight = [Message(b"%016d" % i, b"f%d" % i, 1) for i in range(3)]
+    bodies = [b"m%d" % i for i in range(25_000)]  # more than one PERSIST_CHUNK
+    for start in range(0, len(bodies), 200):
+        queue.put_batch(batch_of(bodies[start:start + 200], timestamp=2))
+    queue.put(Message(b"x" * 16, b"last", 3))
+    assert queue.persist(in_flight) == 3 + 25_000 + 1
+    assert (queue.memory_depth, len(queue.memory)) == (0, 0)
+    queue.close()
+    reopened = MessageQueue(0, disk(tmp_path))
+    assert [m.body for m in drain(reopened)] == [b"f0", b"f1", b"f2", *bodies, b"last"]

@@ -204,7 +204,7 @@ class Topic:
         self.exiting = True
         try:
             return MessagesLost.tally([*(channel.close for channel in self.channels.values()),
-                                       lambda: self.queue.persist(())])
+                                       lambda: self.queue.persist([])])
         finally:
             self.queue.close()
 
