@@ -9,6 +9,7 @@ from nsqpy.nsqd.channel import Channel
 from nsqpy.nsqd.message import Message
 from nsqpy.nsqd.queue import MessageQueue
 from nsqpy.nsqd.topic import Topic
+from nsqpy.protocol.commands import encode_mpub_body
 from nsqpy.protocol.errors import ProtocolError
 
 
@@ -240,3 +241,13 @@ def test_a_paused_topic_keeps_messages_until_unpaused(loop):
     topic.unpause()
     loop.run()
     assert (topic.depth, channel.depth) == (0, 1)
+
+
+def test_every_channel_gets_an_mpub_even_when_one_has_no_room_for_it(loop):
+    nsqd = SmallNsqd(loop)
+    nsqd.new_queue = lambda name, ephemeral: MessageQueue(2, None)  # memory only: overflow is dropped
+    topic = Topic("orders", nsqd)
+    first, second = topic.get_channel("first"), topic.get_channel("second")
+    topic.publish_mpub(encode_mpub_body([b"1", b"2", b"3"]), 3, 0)
+    assert [(c.depth, c.queue.dropped) for c in (first, second)] == [(2, 1), (2, 1)]
+    assert [m.body for m in (second.queue.pop(), second.queue.pop())] == [b"1", b"2"]

@@ -80,11 +80,10 @@ class Topic:
         if not self._to_channels_now():
             self.limit.make_room(self.queue, count)
             self.queue.put_batch(batch)
-        else:
-            first = True
-            for channel in self.channels.values():
-                channel.put_batch(batch if first else batch.copy())
-                first = False
+        else:  # every channel's copy made before any channel takes from its own
+            copies = [batch, *(batch.copy() for _ in range(len(self.channels) - 1))]
+            for channel, copy in zip(self.channels.values(), copies):
+                channel.put_batch(copy)
         self.message_count += count
         self.message_bytes += len(body) - 4 * (count + 1)
 
