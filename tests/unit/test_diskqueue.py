@@ -2,6 +2,8 @@
 
 import os
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -236,3 +238,46 @@ def test_put_many_writes_each_segments_share_at_once_and_rolls_between(tmp_path)
     q.close()
     q = make(tmp_path)
     assert [q.get() for _ in range(10)] == records and q.get() is None
+
+
+def test_a_reader_that_caught_up_follows_the_writer_into_the_next_segment(tmp_path):
+    q = make(tmp_path, max_bytes_per_file=20)
+    q.put(b"A" * 10)
+    first = q.get_with_token()  # read from the segment still being written
+    q.put(b"B" * 10)  # does not fit: the writer rolls
+    second = q.get_with_token()
+    assert (first[0], second[0]) == (b"A" * 10, b"B" * 10)
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".bad")]
+    q.close()  # neither acknowledged: both come back
+    q = make(tmp_path, max_bytes_per_file=20)
+    assert [q.get(), q.get(), q.get()] == [b"A" * 10, b"B" * 10, None]
+
+
+SHORT_WRITE = """
+import os, resource, signal, sys
+from nsqpy.diskqueue import DiskQueue
+make = lambda: DiskQueue("q", sys.argv[1], max_bytes_per_file=1 << 20, min_msg_size=1, max_msg_size=100,
+                         sync_every=2500)
+q = make()
+q.put_many([b"a" * 40] * 10)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (3000, resource.RLIM_INFINITY))  # the kernel writes what fits
+try:
+    q.put_many([b"b" * 40] * 100)
+except OSError:
+    pass
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+print(q.depth, os.path.getsize(q.file_name(0)))
+q.close()
+q = make()
+print(sum(1 for _ in iter(q.get, None)))
+"""
+
+
+def test_a_refused_put_many_leaves_nothing_of_itself_on_disk(tmp_path):
+    """A full disk writes part of a batch and then fails: the part is cut off,
+    so the refused records do not come back after a restart."""
+    result = subprocess.run([sys.executable, "-c", SHORT_WRITE, str(tmp_path)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["10", "440", "10"]

@@ -147,3 +147,21 @@ def test_persist_writes_a_large_backlog_in_order_without_making_it_all_at_once(t
     queue.close()
     reopened = MessageQueue(0, disk(tmp_path))
     assert [m.body for m in drain(reopened)] == [b"f0", b"f1", b"f2", *bodies, b"last"]
+
+
+def test_messages_requeued_again_and_again_do_not_starve_the_disk(tmp_path):
+    queue = MessageQueue(2, disk(tmp_path))
+    for i in range(2):
+        queue.put(Message(b"p%015d" % i, b"poison", 1))
+    for i in range(3):
+        queue.put(Message(b"g%015d" % i, b"good", 2))  # memory is full: to disk
+    delivered = []
+    for _ in range(20):
+        message = queue.pop()
+        if message.body == b"poison":
+            message.attempts += 1
+            queue.put(message)  # requeued at once, publish time and all
+        else:
+            delivered.append(message)
+            queue.ack(message)
+    assert len(delivered) == 3

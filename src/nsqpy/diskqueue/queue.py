@@ -45,7 +45,7 @@ from ..atomicfile import write_atomically
 
 _LENGTH: Final = struct.Struct(">i")
 RECORD_HEADER_SIZE: Final = _LENGTH.size  # the int32 length before every record
-READ_BUFFER_SIZE: Final = 1 << 20  # a segment is read a mebibyte at a time, not 8 KiB
+READ_BUFFER_SIZE: Final = 1 << 16  # a segment is read 64 KiB at a time (Python's default: 8 KiB)
 MAX_LISTED_ACKS = 16384  # out-of-order acknowledgements kept in the meta file (about 12 bytes each)
 ACKED_PREFIX: Final = "acked "
 # what get_with_token hands out for ack(): (generation, sequence, file number, position)
@@ -167,9 +167,11 @@ class DiskQueue:
         if writer is None:
             writer = self._writer = self._open_append(self.file_name(self.write_file_num))
             writer.seek(self.write_pos)
+        data = memoryview(b"".join(parts))
         try:
-            writer.write(b"".join(parts))
-            writer.flush()
+            while data:  # unbuffered: a short write (a full disk) is seen here, and truncated away below
+                written = writer.write(data)  # a name of its own: mypyc evaluates a call in a slice twice
+                data = data[written:]
         except OSError:
             # leave the file where the last good record ended
             self._close_writer(truncate_to=self.write_pos)
@@ -368,13 +370,15 @@ class DiskQueue:
 
     def _open_append(self, path: str) -> BinaryIO:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-        return os.fdopen(fd, "wb")
+        return os.fdopen(fd, "wb", buffering=0)
 
     def _roll_write_file(self) -> None:
         if self._writer is not None:
             self._writer.flush()
             os.fsync(self._writer.fileno())
         self._close_writer()
+        if self.read_file_num == self.write_file_num:
+            self._read_file_size = self.write_pos  # complete now: its reader moves on at its end
         self.write_file_num += 1
         self.write_pos = 0
         self._write_metadata()
@@ -395,19 +399,24 @@ class DiskQueue:
             self._reader.close()
             self._reader = None
 
+    def _open_reader(self) -> BinaryIO:
+        path = self.file_name(self.read_file_num)
+        try:
+            reader = open(path, "rb", buffering=READ_BUFFER_SIZE)
+        except FileNotFoundError:
+            self._skip_file(f"missing {path}")
+        reader.seek(self.read_pos)
+        self._reader = reader
+        self._read_file_size = os.fstat(reader.fileno()).st_size if self.read_file_num < self.write_file_num else -1
+        return reader
+
     def _read_one(self) -> bytes:
         reader = self._reader
         if reader is None:
-            path = self.file_name(self.read_file_num)
-            try:
-                reader = open(path, "rb", buffering=READ_BUFFER_SIZE)
-            except FileNotFoundError:
-                self._skip_file(f"missing {path}")
-            reader.seek(self.read_pos)
-            self._reader = reader
-            self._read_file_size = (
-                os.fstat(reader.fileno()).st_size if self.read_file_num < self.write_file_num else -1
-            )
+            reader = self._open_reader()
+        while 0 <= self._read_file_size <= self.read_pos:  # read to its end before the writer rolled
+            self._finish_read_file()
+            reader = self._open_reader()
         start = (self.read_file_num, self.read_pos)
         header = reader.read(4)
         if len(header) < RECORD_HEADER_SIZE:
@@ -435,6 +444,7 @@ class DiskQueue:
 
     def _finish_read_file(self) -> None:
         self._close_reader()
+        self._read_file_size = -1
         self.read_file_num += 1
         self.read_pos = 0
         self._release_files()

@@ -51,7 +51,7 @@ class MessageQueue:
     The oldest message goes first, whichever side holds it (``pop``).
     """
 
-    __slots__ = ("memory", "memory_depth", "capacity", "disk", "dropped", "_disk_head")
+    __slots__ = ("memory", "memory_depth", "capacity", "disk", "dropped", "_disk_head", "_disk_turn")
 
     def __init__(self, capacity: int, disk: DiskQueue | None):
         self.memory: deque[Message | Batch] = deque()
@@ -62,6 +62,7 @@ class MessageQueue:
         # the next disk message, read to compare its age with memory's next;
         # its record stays on disk, unacknowledged, until it is delivered
         self._disk_head: Message | None = None
+        self._disk_turn = False  # while a redelivery is next on either side, the sides take turns
 
     def __len__(self) -> int:
         return self.memory_depth + self.backend_depth
@@ -129,14 +130,16 @@ class MessageQueue:
         """The next message: of memory's next and disk's next, the one
         published first. So an overflow keeps its order (memory fills first,
         later messages go to disk, and those published once memory has room
-        again come after them), and neither side starves: NSQ picks between
-        them at random."""
+        again come after them). A redelivery keeps its publish time, so while
+        one is next on either side the sides take turns instead: messages
+        requeued again and again never starve the other side (NSQ picks
+        between the two at random)."""
         disk_head = self._disk_head
         if disk_head is None:
             disk = self.disk
             if disk is not None and disk.depth:
                 disk_head = self._disk_head = self._read_disk(disk)
-        if disk_head is not None and (not self.memory_depth or disk_head.timestamp < self.memory[0].timestamp):
+        if disk_head is not None and (not self.memory_depth or self._disk_first(disk_head)):
             self._disk_head = None
             return disk_head
         if not self.memory_depth:
@@ -151,6 +154,13 @@ class MessageQueue:
             self.memory.popleft()
         return message
 
+    def _disk_first(self, disk_head: Message) -> bool:
+        head = self.memory[0]
+        if disk_head.attempts or (isinstance(head, Message) and head.attempts):
+            self._disk_turn = not self._disk_turn
+            return self._disk_turn
+        return disk_head.timestamp < head.timestamp
+
     @staticmethod
     def _read_disk(disk: DiskQueue) -> Message | None:
         taken = disk.get_with_token()
@@ -161,7 +171,8 @@ class MessageQueue:
         return message
 
     def _drain_memory(self) -> Iterator[Message]:
-        """Everything in memory, as messages made one at a time, leaving it empty."""
+        """Everything in memory, as messages made one at a time (``persist``
+        then clears the count)."""
         memory = self.memory
         while memory:
             item = memory.popleft()
@@ -170,7 +181,6 @@ class MessageQueue:
             else:
                 while item.remaining:
                     yield item.take()
-        self.memory_depth = 0
 
     def _clear_memory(self) -> None:
         self.memory.clear()
@@ -189,19 +199,22 @@ class MessageQueue:
         pending = len(messages) + self.memory_depth
         written = 0
         remaining = chain(messages, self._drain_memory())
-        while chunk := list(islice(remaining, PERSIST_CHUNK)):
-            depth = disk.depth
-            try:
-                disk.put_many([message.encode() for message in chunk])
-            except OSError as error:
-                done = disk.depth - depth
-                for message in chunk[:done]:
+        try:
+            while chunk := list(islice(remaining, PERSIST_CHUNK)):
+                depth = disk.depth
+                try:
+                    disk.put_many([message.encode() for message in chunk])
+                except OSError as error:
+                    done = disk.depth - depth
+                    for message in chunk[:done]:
+                        self.ack(message)
+                    written += done
+                    raise MessagesLost(pending - written, written, error) from None
+                for message in chunk:
                     self.ack(message)
-                written += done
-                raise MessagesLost(pending - written, written, error) from None
-            for message in chunk:
-                self.ack(message)
-            written += len(chunk)
+                written += len(chunk)
+        finally:
+            self._clear_memory()  # what was not written is counted lost, not left behind
         return written
 
     def clear(self) -> None:
