@@ -11,6 +11,7 @@ message costs its body and four bytes instead of three objects.
 
 from mypy_extensions import mypyc_attr
 
+from ..protocol.commands import int32_at
 from .guid import IdSequence
 from .message import Message
 
@@ -31,7 +32,7 @@ class Batch:
         payload = self.payload
         pos = self.pos
         start = pos + 4
-        end = start + ((payload[pos] << 24) | (payload[pos + 1] << 16) | (payload[pos + 2] << 8) | payload[pos + 3])
+        end = start + int32_at(payload, pos)
         self.pos = end
         self.remaining -= 1
         return Message(self.ids.next(), payload[start:end], self.timestamp)

@@ -30,12 +30,14 @@ def parse_full_policy(text: str) -> str:
 
 class DepthLimit:
     """One topic's or channel's limit: its own settings (None: the flags'
-    defaults) and the count of messages it dropped."""
+    defaults) and the count of messages it dropped. ``what`` names the queue
+    in a refusal (``topic t``, ``channel t/c``), made once, not per publish."""
 
-    __slots__ = ("default_max_depth", "default_policy", "max_depth_setting", "policy_setting", "dropped",
+    __slots__ = ("what", "default_max_depth", "default_policy", "max_depth_setting", "policy_setting", "dropped",
                  "drops")
 
-    def __init__(self, default_max_depth: int = 0, default_policy: str = "reject"):
+    def __init__(self, what: str, default_max_depth: int = 0, default_policy: str = "reject"):
+        self.what = what
         self.default_max_depth = default_max_depth
         self.default_policy = default_policy
         self.max_depth_setting: int | None = None
@@ -62,11 +64,11 @@ class DepthLimit:
     def _update(self) -> None:
         self.drops = bool(self.max_depth) and self.policy == "drop-oldest"
 
-    def check(self, what: str, depth: int, incoming: int) -> None:
+    def check(self, depth: int, incoming: int) -> None:
         """Raise ``QueueFull`` if ``incoming`` more would pass a ``reject`` limit."""
         max_depth = self.max_depth
         if max_depth and self.policy == "reject" and depth + incoming > max_depth:
-            raise QueueFull(f"{what} is full (depth {depth}, max_depth {max_depth})")
+            raise QueueFull(f"{self.what} is full (depth {depth}, max_depth {max_depth})")
 
     def make_room(self, queue, incoming: int) -> None:
         """``drop-oldest``: drop the messages next in line until ``incoming``

@@ -60,7 +60,7 @@ class Channel:
         self.timeout_count = 0
         self.dead_letter_count = 0
         self.expired_count = 0
-        self.limit = limit or DepthLimit()  # bounds.py; publishes are checked by the topic
+        self.limit = limit or DepthLimit(f"channel {topic.name}/{name}")  # bounds.py; the topic checks publishes
 
         # dead-lettering (dead_letter.py): None settings follow the defaults
         self.default_max_attempts = max_attempts
@@ -160,25 +160,25 @@ class Channel:
     # --- putting messages in ---------------------------------------------------
 
     def put(self, message: Message) -> None:
-        self.message_count += 1
-        if self.limit.drops:
-            self.limit.make_room(self.queue, 1)
+        self._admit(1)
         self.queue.put(message)
         self.schedule_dispatch()
 
     def put_many(self, messages: list[Message]) -> None:
-        self.message_count += len(messages)
-        if self.limit.drops:
-            self.limit.make_room(self.queue, len(messages))
+        self._admit(len(messages))
         self.queue.put_many(messages)
         self.schedule_dispatch()
 
     def put_batch(self, batch: Batch) -> None:
-        self.message_count += batch.remaining
-        if self.limit.drops:
-            self.limit.make_room(self.queue, batch.remaining)
+        self._admit(batch.remaining)
         self.queue.put_batch(batch)
         self.schedule_dispatch()
+
+    def _admit(self, count: int) -> None:
+        """Counted in, with room made for them under a drop-oldest limit."""
+        self.message_count += count
+        if self.limit.drops:
+            self.limit.make_room(self.queue, count)
 
     def put_deferred(self, message: Message, delay: float) -> None:
         self.message_count += 1

@@ -437,8 +437,9 @@ class V2Protocol(asyncio.Protocol):
         topic_name = self._topic_name(command.params[1], "PUB")
         if command.body_error is not None:
             raise command.body_error
-        return self._with_permission(client, "PUB", "publish", topic_name, "", lambda: self._publish_bodies(
-            client, topic_name, [command.body], 0.0, errors.E_PUB_FAILED, "PUB"))
+        return self._with_permission(client, "PUB", "publish", topic_name, "", lambda: self._publish(
+            client, topic_name, lambda: self.nsqd.publish(topic_name, [command.body]), 1, errors.E_PUB_FAILED,
+            "PUB"))
 
     def dpub(self, client: ClientV2, command) -> Awaitable[None] | None:
         params = command.params
@@ -451,8 +452,9 @@ class V2Protocol(asyncio.Protocol):
             raise _invalid(f"DPUB timeout {delay_ms} out of range 0-{max_ms}")
         if command.body_error is not None:
             raise command.body_error
-        return self._with_permission(client, "DPUB", "publish", topic_name, "", lambda: self._publish_bodies(
-            client, topic_name, [command.body], delay_ms / 1000, errors.E_DPUB_FAILED, "DPUB"))
+        return self._with_permission(client, "DPUB", "publish", topic_name, "", lambda: self._publish(
+            client, topic_name, lambda: self.nsqd.publish(topic_name, [command.body], delay_ms / 1000), 1,
+            errors.E_DPUB_FAILED, "DPUB"))
 
     def mpub(self, client: ClientV2, command) -> Awaitable[None] | None:
         if len(command.params) < 2:
@@ -469,12 +471,8 @@ class V2Protocol(asyncio.Protocol):
         return self._with_permission(client, "MPUB", "publish", name, "", lambda: self._publish(
             client, name, lambda: self.nsqd.publish_mpub(name, body, count), count, errors.E_MPUB_FAILED, "MPUB"))
 
-    def _publish_bodies(self, client: ClientV2, topic_name: str, bodies: list[bytes], defer: float, code: str,
-                        name: str) -> None:
-        self._publish(client, topic_name, lambda: self.nsqd.publish(topic_name, bodies, defer), len(bodies), code,
-                      name)
-
     def _publish(self, client: ClientV2, topic_name: str, put, count: int, code: str, name: str) -> None:
+        """``put()`` the ``count`` messages, then OK; nsqd's error for what refused them."""
         try:
             put()
         except TopicExiting:

@@ -41,7 +41,7 @@ class Topic:
         # expiry (expiry.py): None settings follow nsqd's flags
         self.ttl_setting: float | None = None
         self.expire_action_setting: str | None = None
-        self.limit = DepthLimit(nsqd.options.max_depth, nsqd.options.full_policy)
+        self.limit = DepthLimit(f"topic {name}", nsqd.options.max_depth, nsqd.options.full_policy)
         self._drain_scheduled = False
 
     @property
@@ -65,10 +65,9 @@ class Topic:
             for message in messages:
                 self._fan_out(message)
         else:  # one batch per channel: one disk write batch, one fsync
-            first = True
-            for channel in self.channels.values():
-                channel.put_many(messages if first else [m.copy() for m in messages])
-                first = False
+            copies = self._copies(messages, lambda: [message.copy() for message in messages])
+            for channel, own in zip(self.channels.values(), copies):
+                channel.put_many(own)
         self.message_count += len(bodies)
         self.message_bytes += sum(map(len, bodies))
 
@@ -80,10 +79,9 @@ class Topic:
         if not self._to_channels_now():
             self.limit.make_room(self.queue, count)
             self.queue.put_batch(batch)
-        else:  # every channel's copy made before any channel takes from its own
-            copies = [batch, *(batch.copy() for _ in range(len(self.channels) - 1))]
-            for channel, copy in zip(self.channels.values(), copies):
-                channel.put_batch(copy)
+        else:
+            for channel, own in zip(self.channels.values(), self._copies(batch, batch.copy)):
+                channel.put_batch(own)
         self.message_count += count
         self.message_bytes += len(body) - 4 * (count + 1)
 
@@ -92,15 +90,21 @@ class Topic:
             raise TopicExiting("exiting")
         self._check_limits(incoming)
 
+    def _copies(self, first, copy) -> list:
+        """``first`` for the first channel and ``copy()`` for each other, all
+        made before any channel takes from its own (a channel without room
+        in memory takes a whole batch at once)."""
+        return [first, *(copy() for _ in range(len(self.channels) - 1))]
+
     def _to_channels_now(self) -> bool:
         """Straight to the channels, or into the topic's own queue first."""
         return self.started and bool(self.channels) and not self.paused and not len(self.queue)
 
     def _check_limits(self, incoming: int) -> None:
         """Raises ``QueueFull`` before anything is queued, so an MPUB is all or nothing."""
-        self.limit.check(f"topic {self.name}", len(self.queue), incoming)
+        self.limit.check(len(self.queue), incoming)
         for channel in self.channels.values():
-            channel.limit.check(f"channel {self.name}/{channel.name}", len(channel.queue), incoming)
+            channel.limit.check(len(channel.queue), incoming)
 
     def _fan_out(self, message: Message) -> None:
         defer = message.defer
@@ -170,7 +174,8 @@ class Topic:
                               self.nsqd.new_deferred_disk(f"{self.name}:{name}", ephemeral),
                               max_attempts=self.nsqd.options.max_attempts, message_ttl=self.message_ttl,
                               expire_action=self.expire_action,
-                              limit=DepthLimit(self.nsqd.options.max_depth, self.nsqd.options.full_policy),
+                              limit=DepthLimit(f"channel {self.name}/{name}", self.nsqd.options.max_depth,
+                                               self.nsqd.options.full_policy),
                               timed=self.nsqd.timed_channels)
             self.channels[name] = channel
             self.nsqd.notify_changed(self, channel)

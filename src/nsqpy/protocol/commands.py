@@ -259,7 +259,7 @@ def check_mpub_body(body: bytes, max_msg_size: int, max_body_size: int, *, exact
     length = len(body)
     if length < 4:
         raise ProtocolError(E_BAD_BODY, "MPUB failed to read message count")
-    count = _int32_at(body, 0)
+    count = int32_at(body, 0)
     max_messages = (max_body_size - 4) // 5  # each a size and one byte at least
     if count <= 0 or count > max_messages:
         raise ProtocolError(E_BAD_BODY, f"MPUB invalid message count {count}")
@@ -267,7 +267,7 @@ def check_mpub_body(body: bytes, max_msg_size: int, max_body_size: int, *, exact
     for index in range(count):
         if pos + 4 > length:
             raise ProtocolError(E_BAD_MESSAGE, f"MPUB failed to read message({index}) body size")
-        size = _int32_at(body, pos)
+        size = int32_at(body, pos)
         if size <= 0:
             raise ProtocolError(E_BAD_MESSAGE, f"MPUB invalid message({index}) body size {size}")
         if size > max_msg_size:
@@ -285,13 +285,13 @@ def parse_mpub_body(body: bytes, max_msg_size: int, max_body_size: int, *, exact
     bodies: list[bytes] = []
     pos = 4
     for _ in range(check_mpub_body(body, max_msg_size, max_body_size, exact=exact)):
-        end = pos + 4 + _int32_at(body, pos)
+        end = pos + 4 + int32_at(body, pos)
         bodies.append(body[pos + 4 : end])
         pos = end
     return bodies
 
 
-def _int32_at(data: bytes, pos: int) -> int:
+def int32_at(data: bytes, pos: int) -> int:
     """The big-endian signed int32 at ``pos`` (plain int arithmetic: compiled,
     no object is made for it)."""
     value = (data[pos] << 24) | (data[pos + 1] << 16) | (data[pos + 2] << 8) | data[pos + 3]
