@@ -96,7 +96,7 @@ def test_refuses_records_outside_the_size_limits(tmp_path):
 
 
 def segment_numbers(path) -> list[int]:
-    return sorted(int(n.split(".")[2]) for n in os.listdir(path) if n.endswith(".dat") and "meta" not in n)
+    return sorted(int(n.split(".")[2]) for n in os.listdir(path) if n.endswith(".dat") and n.split(".")[2].isdigit())
 
 
 def test_unacknowledged_records_come_back_after_a_crash(tmp_path):
@@ -212,18 +212,106 @@ def test_a_record_taken_with_a_token_is_durable_at_once(tmp_path):
     again.close()
 
 
-def test_acks_beyond_the_listed_limit_come_back_after_a_crash(tmp_path, monkeypatch):
-    monkeypatch.setattr("nsqpy.diskqueue.queue.MAX_LISTED_ACKS", 2)
+def test_any_number_of_acks_behind_one_held_record_survive_a_crash(tmp_path):
+    q = make(tmp_path, max_bytes_per_file=1 << 20, sync_every=1000)
+    records = [b"%05d" % i for i in range(30000)]
+    q.put_many(records)
+    taken = [q.get_with_token() for _ in range(30000)]
+    for _, token in taken[1:]:  # 0 stays outstanding; every other one acknowledged behind it
+        q.ack(token)
+    q.sync()
+    meta = (tmp_path / "q.diskqueue.meta.dat").read_text()
+    assert len(meta) < 100  # the meta file stays go-diskqueue's three lines
+    again = make(tmp_path, max_bytes_per_file=1 << 20)
+    assert again.depth == 1
+    assert drain(again) == [records[0]]
+    again.close()
+
+
+def test_a_held_record_keeps_the_journal_within_a_constant_factor_of_what_is_live(tmp_path, monkeypatch):
+    monkeypatch.setattr("nsqpy.diskqueue.journal.COMPACT_SLACK", 100)
+    q = make(tmp_path, max_bytes_per_file=1 << 20, sync_every=10)
+    held = None
+    for round_ in range(50):  # each round: one record marked, then acknowledged
+        q.put_many([b"r%04d" % (round_ * 100 + i) for i in range(100)])
+        for i in range(100):
+            data, token = q.get_with_token()
+            if held is None:
+                held = token
+                continue
+            q.set_marks([(token, 1)])
+            q.ack(token)
+    journal = tmp_path / "q.diskqueue.journal.dat"
+    live = 50 * 100 - 1  # acknowledged behind the held record
+    assert journal.stat().st_size <= 16 * (2 * live + 100)
+    q.sync()
+    again = make(tmp_path, max_bytes_per_file=1 << 20)
+    assert drain(again) == [b"r0000"]
+    again.close()
+
+
+def test_marks_come_back_with_their_records_after_a_crash(tmp_path):
     q = make(tmp_path)
-    records = [b"%02d" % i * 10 for i in range(5)]
+    for r in (b"aa", b"bb", b"cc"):
+        q.put(r)
+    taken = [q.get_with_token() for _ in range(3)]
+    q.set_marks([(taken[0][1], 3), (taken[2][1], 7)])
+    q.set_marks([(taken[0][1], 4)])  # the last mark wins
+    q.ack(taken[1][1])
+    assert q.mark_of(taken[0][1]) == 4
+    again = make(tmp_path)  # a crash: no close()
+    first, second = again.get_with_token(), again.get_with_token()
+    assert [first[0], second[0]] == [b"aa", b"cc"]
+    assert [again.mark_of(first[1]), again.mark_of(second[1])] == [4, 7]
+    again.close()  # neither acknowledged: the marks stay for the next start
+    third = make(tmp_path)
+    assert third.mark_of(third.get_with_token()[1]) == 4
+    third.close()
+
+
+def test_a_torn_journal_entry_is_cut_off(tmp_path):
+    q = make(tmp_path)
+    for r in (b"aa", b"bb", b"cc"):
+        q.put(r)
+    taken = [q.get_with_token() for _ in range(3)]
+    q.ack(taken[1][1])
+    with open(tmp_path / "q.diskqueue.journal.dat", "ab") as f:
+        f.write(b"\x00\x00\x00")  # a crash in the middle of an append
+    again = make(tmp_path)
+    assert drain(again) == [b"aa", b"cc"]
+    again.close()
+
+
+def test_an_acks_line_in_the_meta_file_is_read_into_the_journal(tmp_path):
+    """A data dir from before the journal listed out-of-order acks in the meta file."""
+    q = make(tmp_path)
+    for r in (b"aa", b"bb", b"cc"):
+        q.put(r)
+    q.close()
+    meta = tmp_path / "q.diskqueue.meta.dat"
+    meta.write_text(meta.read_text() + "acked 0,6\n")  # bb: starts after aa's 4 + 2 bytes
+    again = make(tmp_path)
+    assert again.get_with_token()[0] == b"aa"  # held
+    again.sync()
+    assert "acked" not in meta.read_text()
+    third = make(tmp_path)  # a crash after the line was dropped: the journal has it
+    assert drain(third) == [b"aa", b"cc"]
+    third.close()
+
+
+def test_the_last_record_of_a_segment_in_flight_keeps_its_segment(tmp_path):
+    """A consumer that finishes each message before the next is read: the
+    record that ends a segment is outstanding while the reader moves on."""
+    q = make(tmp_path)
+    records = [b"%02d" % i * 10 for i in range(6)]  # 4 per segment
     for r in records:
         q.put(r)
-    taken = [q.get_with_token() for _ in range(5)]
-    for _, token in taken[1:]:  # 0 stays outstanding; 1-4 acknowledged behind it
-        q.ack(token)
-    again = make(tmp_path)
-    assert drain(again) == [records[0], records[3], records[4]]  # the first two listed, the rest at least once
-    assert records_from_read_position(tmp_path) == (0, 0)
+    for _ in range(3):
+        q.ack(q.get_with_token()[1])
+    last, _ = q.get_with_token()
+    assert last == records[3] and 0 in segment_numbers(tmp_path)
+    again = make(tmp_path)  # a crash while it is in flight
+    assert drain(again) == records[3:]
     again.close()
 
 

@@ -18,14 +18,15 @@ keeps the read position at the oldest unacknowledged record (and counts
 everything after it in the depth), and no segment holding it is deleted. So
 after a crash every record read but not acknowledged is read again.
 
-Records acknowledged out of order (behind one still outstanding) are listed
-on a fourth line of the meta file, ``acked <file>,<pos> ...``, and skipped
-when read again after a restart: a crash brings back only what was not
-acknowledged, so a message finished, requeued elsewhere or dead-lettered is
-not handled a second time. go-diskqueue reads the first three lines only (the
-depth there still counts the listed records), so it re-reads them: at least
-once, as NSQ always was. At most ``MAX_LISTED_ACKS`` are listed; records
-acknowledged beyond that come back after a crash, as they would in NSQ.
+Records acknowledged out of order (behind one still outstanding) are noted
+in the queue's journal (journal.py), and skipped when read again after a
+restart: a crash brings back only what was not acknowledged, so a message
+finished, requeued elsewhere or dead-lettered is not handled a second time,
+however many are acknowledged behind one held record. The owner can also
+mark a record it handed out with a number that survives a crash
+(``set_marks``, ``mark_of``: nsqd keeps a message's attempts there). Go's
+nsqd reads the meta file only (its depth still counts the acknowledged
+records), so it reads those records again: at least once, as NSQ always was.
 
 A record about to be copied to another queue and then acknowledged (a
 dead-letter topic) is named first on a line ``moving <file>,<pos>``: a crash
@@ -38,16 +39,15 @@ import logging
 import os
 import struct
 from collections import deque
-from itertools import chain, islice
 from typing import BinaryIO, Final, NoReturn
 
 from ..atomicfile import write_atomically
+from .journal import ACKED, Journal
 
 _LENGTH: Final = struct.Struct(">i")
 RECORD_HEADER_SIZE: Final = _LENGTH.size  # the int32 length before every record
 READ_BUFFER_SIZE: Final = 1 << 16  # a segment is read 64 KiB at a time (Python's default: 8 KiB)
-MAX_LISTED_ACKS = 16384  # out-of-order acknowledgements kept in the meta file (about 12 bytes each)
-ACKED_PREFIX: Final = "acked "
+ACKED_PREFIX: Final = "acked "  # the meta line that listed out-of-order acks before the journal
 # what get_with_token hands out for ack(): (generation, sequence, file number, position)
 Token = tuple[int, int, int, int]
 MOVING_PREFIX: Final = "moving "
@@ -97,6 +97,11 @@ class DiskQueue:
         self._acked: dict[int, tuple[int, int]] = {}
         # acknowledged before the last restart and not read again yet: skipped when read
         self._acked_before: set[tuple[int, int]] = set()
+        # marks set on outstanding records: sequence -> (file number, position, mark)
+        self._marks: dict[int, tuple[int, int, int]] = {}
+        # marks set before the last restart on records not read again yet
+        self._marks_before: dict[tuple[int, int], int] = {}
+        self._journal = Journal(os.path.join(data_path, f"{name}.diskqueue.journal.dat"))
         # a record being copied elsewhere before its ack (begin_move); after a
         # restart, one whose copy may or may not have been made (settle_move)
         self.moving: tuple[int, int] | None = None
@@ -198,10 +203,32 @@ class DiskQueue:
             return None
         sequence = self._next_sequence
         self._next_sequence += 1
-        number, position = self._last_record_start
+        start = number, position = self._last_record_start
         self._outstanding.append((sequence, number, position))
-        self._count_op_quietly()  # only now: a sync must see the record as outstanding
+        if self._marks_before:
+            mark = self._marks_before.pop(start, None)
+            if mark is not None:
+                self._marks[sequence] = (number, position, mark)
+        # no sync: the durable position and depth are what they were (the
+        # record is outstanding now); fully read segments go only now
+        self._release_files()
         return data, (self._generation, sequence, number, position)
+
+    def set_marks(self, marks: list[tuple[Token, int]]) -> None:
+        """Attach a number to each outstanding record (nsqd: its attempts),
+        durable at the next sync, counted as one operation towards it;
+        after a crash ``mark_of`` gives it back when the record is read again."""
+        journal = self._journal
+        for (generation, sequence, number, position), mark in marks:
+            if generation == self._generation:
+                self._marks[sequence] = (number, position, mark)
+                journal.append(number, position, mark)
+        self._count_op_quietly()
+
+    def mark_of(self, token: Token) -> int:
+        """The last mark set on the record behind ``token``, before or since a restart (0: none)."""
+        marked = self._marks.get(token[1])
+        return marked[2] if marked is not None and token[0] == self._generation else 0
 
     def ack(self, token: Token) -> None:
         """The record behind ``token`` is delivered or safely elsewhere."""
@@ -212,6 +239,8 @@ class DiskQueue:
         if self.moving is not None and self.moving == (number, position):
             self.moving = None
             self._unsynced_ops = self.sync_every - 1  # the ack below syncs: the move is over for good
+        if self._marks:
+            self._marks.pop(sequence, None)
         if outstanding and outstanding[0][0] == sequence:
             outstanding.popleft()
             acked = self._acked
@@ -220,6 +249,7 @@ class DiskQueue:
             self._release_files()
         else:
             self._acked[sequence] = (number, position)
+            self._journal.append(number, position, ACKED)
         self._count_op_quietly()
 
     def begin_move(self, token: Token) -> None:
@@ -239,6 +269,7 @@ class DiskQueue:
             return
         if copied:
             self._acked_before.add(self.moving)
+            self._journal.append(*self.moving, ACKED)
             self.depth -= 1
         self.moving = None
         self.sync()
@@ -315,7 +346,8 @@ class DiskQueue:
         read and acknowledged at once. Behind an outstanding record it stays
         listed (and counted in the meta file's depth, as Go's reader expects)."""
         self._acked_before.discard(start)
-        self.depth += 1  # not counted since the restart (_load_acked); _read_one took it off
+        self._marks_before.pop(start, None)
+        self.depth += 1  # not counted since the restart (_load_journal); _read_one took it off
         if self._outstanding:
             sequence = self._next_sequence
             self._next_sequence += 1
@@ -326,6 +358,12 @@ class DiskQueue:
         if self._writer is not None:
             self._writer.flush()
             os.fsync(self._writer.fileno())
+        journal = self._journal
+        live = len(self._acked) + len(self._acked_before) + len(self._marks) + len(self._marks_before)
+        if journal.should_compact(live) or (not live and journal.entries):
+            journal.rewrite(self._live_journal())
+        else:
+            journal.flush()
         self._write_metadata()
         self._unsynced_ops = 0
         self.unsynced_writes = 0
@@ -344,6 +382,9 @@ class DiskQueue:
         self._outstanding.clear()
         self._acked.clear()
         self._acked_before.clear()
+        self._marks.clear()
+        self._marks_before.clear()
+        self._journal.remove()
         self.moving = None
         self._generation += 1
         self.sync()
@@ -357,6 +398,7 @@ class DiskQueue:
         if self._closed:
             return
         self.sync()
+        self._journal.close()
         self._close_reader()
         self._close_writer()
         self._closed = True
@@ -443,11 +485,12 @@ class DiskQueue:
             self.log.error("diskqueue(%s): sync failed: %s", self.name, error)
 
     def _finish_read_file(self) -> None:
+        """Move on to the next segment; this one goes once nothing read from
+        it is outstanding (``_release_files``, after the caller's bookkeeping)."""
         self._close_reader()
         self._read_file_size = -1
         self.read_file_num += 1
         self.read_pos = 0
-        self._release_files()
 
     def _skip_file(self, reason: str) -> NoReturn:
         """Set a bad read file aside as ``.bad`` and go on with the next one."""
@@ -462,6 +505,7 @@ class DiskQueue:
             self.write_pos = 0
         skipped_file = self.read_file_num
         self._acked_before = {start for start in self._acked_before if start[0] != skipped_file}
+        self._marks_before = {start: mark for start, mark in self._marks_before.items() if start[0] != skipped_file}
         self.read_file_num += 1
         self.read_pos = 0
         if self.read_file_num == self.write_file_num and self.write_pos == 0:
@@ -479,12 +523,14 @@ class DiskQueue:
         # first lets a topic be created while the process is out of descriptors.
         if not os.path.exists(self.metadata_file_name):
             self._recover_tail()  # a first segment without meta: count what it holds
+            self._load_journal(set())
             return
         try:
             with open(self.metadata_file_name) as f:
                 text = f.read()
         except FileNotFoundError:
             self._recover_tail()
+            self._load_journal(set())
             return
         try:
             depth_line, read_line, write_line, *rest = text.split("\n")
@@ -501,13 +547,16 @@ class DiskQueue:
             os.replace(self.metadata_file_name, self.metadata_file_name + ".bad")
             self.log.error("diskqueue(%s): unreadable metadata %r renamed .bad; starting empty at segment "
                            "%d, older segments left in place", self.name, text[:80], self.write_file_num)
+            self._journal.remove()
             return
+        listed: set[tuple[int, int]] = set()
         for line in rest:
             if line.startswith(ACKED_PREFIX):
-                self._load_acked(line)
+                listed = self._listed_acks(line)
             elif line.startswith(MOVING_PREFIX):
                 self._load_moving(line)
         self._recover_tail()
+        self._load_journal(listed)
 
     def _load_moving(self, line: str) -> None:
         try:
@@ -517,10 +566,10 @@ class DiskQueue:
         if (self.read_file_num, self.read_pos) <= (number, position) < (self.write_file_num, self.write_pos):
             self.moving = (number, position)
 
-    def _load_acked(self, line: str) -> None:
-        """The records acknowledged out of order before the restart: skipped
-        when read, and not counted in the depth. A line that does not make
-        sense is ignored: those records are delivered again (at least once)."""
+    @staticmethod
+    def _listed_acks(line: str) -> set[tuple[int, int]]:
+        """The meta line that listed out-of-order acks before the journal
+        (a data dir from an earlier nsqpy); unreadable: none."""
         listed: set[tuple[int, int]] = set()
         try:
             for item in line[len(ACKED_PREFIX):].split():
@@ -528,13 +577,40 @@ class DiskQueue:
                 listed.add((int(number), int(position)))
         except ValueError:
             listed.clear()
+        return listed
+
+    def _load_journal(self, listed: set[tuple[int, int]]) -> None:
+        """What the journal (and an old meta line, ``listed``) says of the
+        records not read yet: acknowledged ones are skipped when read and
+        not counted in the depth; marks come back with their records. An
+        acknowledgement for a record outside the queue, or more of them than
+        the depth, means the journal does not fit this queue: its
+        acknowledgements are ignored (those records are read again, at least
+        once) and said so."""
+        states = self._journal.load()
+        for start in listed:
+            states[start] = ACKED
         read_from, write_to = (self.read_file_num, self.read_pos), (self.write_file_num, self.write_pos)
-        if not listed or len(listed) > self.depth or not all(read_from <= start < write_to for start in listed):
-            self.log.error("diskqueue(%s): ignoring a meta line of acknowledged records that does not "
-                           "fit the queue; they will be read again", self.name)
+        acked: set[tuple[int, int]] = set()
+        misfits = 0
+        for start, state in states.items():
+            if start < read_from:
+                continue  # read and acknowledged in order since
+            if start >= write_to:
+                misfits += 1
+            elif state == ACKED:
+                acked.add(start)
+            else:
+                self._marks_before[start] = state
+        if misfits or len(acked) > self.depth:
+            self.log.error("diskqueue(%s): ignoring %d acknowledged records of a journal that does not fit the "
+                           "queue; they will be read again", self.name, len(acked))
             return
-        self._acked_before = listed
-        self.depth -= len(listed)
+        self._acked_before = acked
+        self.depth -= len(acked)
+        if listed:  # into the journal, so the meta line can go
+            for number, position in listed:
+                self._journal.append(number, position, ACKED)
 
     def _recover_tail(self) -> None:
         """Records written after the last meta update (a crash between writing
@@ -568,12 +644,22 @@ class DiskQueue:
                              path)
             os.truncate(path, self.write_pos)
 
+    def _live_journal(self) -> dict[tuple[int, int], int]:
+        """The journal entries that still say something: acknowledged records
+        not yet passed by the durable position, and marks on records not
+        yet acknowledged."""
+        live: dict[tuple[int, int], int] = dict(self._marks_before)
+        for number, position, mark in self._marks.values():
+            live[(number, position)] = mark
+        for start in self._acked_before:
+            live[start] = ACKED
+        for start in self._acked.values():
+            live[start] = ACKED
+        return live
+
     def _write_metadata(self) -> None:
         read_file, read_pos, depth = self._durable_position()
         text = f"{depth + len(self._acked_before)}\n{read_file},{read_pos}\n{self.write_file_num},{self.write_pos}\n"
-        if self._acked or self._acked_before:
-            listed = islice(chain(self._acked.values(), self._acked_before), MAX_LISTED_ACKS)
-            text += ACKED_PREFIX + " ".join(f"{number},{position}" for number, position in listed) + "\n"
         if self.moving is not None:
             text += f"{MOVING_PREFIX}{self.moving[0]},{self.moving[1]}\n"
         write_atomically(self.metadata_file_name, text.encode())

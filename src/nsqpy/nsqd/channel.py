@@ -249,6 +249,7 @@ class Channel:
                 want = min(share, client.window(), pending)
                 burst: list[Message] = []
                 disk_ids: set[bytes] = set()
+                from_disk: list[Message] = []
                 while len(burst) < want:
                     message = queue.pop()
                     if message is None:
@@ -270,7 +271,11 @@ class Channel:
                     if max_attempts and message.attempts >= max_attempts and self._dead_letter(message):
                         continue
                     burst.append(message)
+                    if message.disk_token is not None:
+                        from_disk.append(message)
                 if burst:
+                    if from_disk:
+                        MessageQueue.note_deliveries(from_disk)
                     in_flight.start(burst, client, now, client.msg_timeout)
                     self._join_timed()
                     client.deliver(burst)

@@ -1,0 +1,115 @@
+"""What happened to a disk queue's records after they were written, kept
+beside the queue as an append-only file, ``<name>.diskqueue.journal.dat``.
+
+Each entry is 16 bytes: ``[int32 file number][int64 position][int32 state]``
+naming one record by where it starts. State ``ACKED`` (-1) says the record
+was acknowledged out of order (behind one still outstanding); a state of 0
+or more is a mark the owner set on it (nsqd: how many times the message was
+delivered). The last entry for a record wins.
+
+Why a file of its own and not lines in the meta file: the meta file is
+rewritten whole at every sync, so a list there costs each sync as much as
+the list is long. Here each acknowledgement or mark costs one entry appended
+at the next sync, and the meta file keeps go-diskqueue's three lines (Go's
+nsqd never reads this file: it reads those records again, at least once).
+
+The file only grows until the queue compacts it: once it holds more than
+twice the live entries plus ``COMPACT_SLACK``, the queue rewrites it with the
+live entries only (atomically), so the work per entry stays O(1) amortised
+and the file stays within a constant factor of what is live. Entries are
+never wrong once written: an acknowledgement is final, a mark only grows,
+and records before the queue's read position are ignored when loading. So a
+lost compaction or a torn last entry (cut off when loading) loses nothing.
+"""
+
+import os
+import struct
+from typing import BinaryIO, Final
+
+from ..atomicfile import write_atomically
+
+ENTRY: Final = struct.Struct(">iqi")
+ACKED: Final = -1
+COMPACT_SLACK: Final = 65536  # entries (1 MiB) appended before a compaction is considered
+
+
+class Journal:
+    def __init__(self, path: str):
+        self.path = path
+        self.entries = 0  # in the file, including those not written yet
+        self._pending: list[bytes] = []
+        self._file: BinaryIO | None = None
+
+    def load(self) -> dict[tuple[int, int], int]:
+        """Every record's last state; a torn last entry is cut off."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return {}
+        whole = len(data) - len(data) % ENTRY.size
+        if whole < len(data):
+            os.truncate(self.path, whole)
+        states: dict[tuple[int, int], int] = {}
+        for number, position, state in ENTRY.iter_unpack(memoryview(data)[:whole]):
+            states[(number, position)] = state
+        self.entries = whole // ENTRY.size
+        return states
+
+    def append(self, number: int, position: int, state: int) -> None:
+        """Written at the next ``flush``."""
+        self._pending.append(ENTRY.pack(number, position, state))
+        self.entries += 1
+
+    def should_compact(self, live: int) -> bool:
+        return self.entries > 2 * live + COMPACT_SLACK
+
+    def flush(self) -> None:
+        """The appended entries on disk, fsynced. Raises ``OSError`` when the
+        disk refuses: what part of them was written is cut off again (so
+        later entries stay aligned), and they are tried at the next flush."""
+        if not self._pending:
+            return
+        journal = self._file
+        if journal is None:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            journal = self._file = os.fdopen(fd, "ab", buffering=0)
+        end = os.fstat(journal.fileno()).st_size
+        data = memoryview(b"".join(self._pending))
+        try:
+            while data:
+                written = journal.write(data)
+                data = data[written:]
+            os.fsync(journal.fileno())
+        except OSError:
+            self._close_file()
+            os.truncate(self.path, end)
+            raise
+        self._pending.clear()
+
+    def rewrite(self, live: dict[tuple[int, int], int]) -> None:
+        """Replace the file with ``live`` entries only (none: remove it)."""
+        self._close_file()
+        self._pending.clear()
+        self.entries = len(live)
+        if not live:
+            self.remove()
+            return
+        write_atomically(self.path, b"".join(ENTRY.pack(n, p, s) for (n, p), s in live.items()))
+
+    def remove(self) -> None:
+        self._close_file()
+        self._pending.clear()
+        self.entries = 0
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        self._close_file()
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
