@@ -62,6 +62,32 @@ def test_drop_oldest_keeps_the_newest(nsqd, topic):
     assert f'nsqd_channel_dropped_total{{topic="{topic}",channel="ch"}} 7\n'.encode() in body
 
 
+def test_a_batch_larger_than_a_drop_oldest_limit_keeps_its_newest(start_nsqd, topic):
+    """Never above max_depth after a publish: an MPUB bigger than the limit
+    drops what was queued and then its own oldest messages, on disk as in
+    memory, for a topic without channels and for a channel."""
+    nsqd = start_nsqd("--mem-queue-size=40")
+    create(nsqd, topic)
+    assert http("POST", f"{nsqd.http_url}/topic/config?topic={topic}&max_depth=100&full_policy=drop-oldest")[0] == 200
+    with WireConn(nsqd.tcp_hostport) as producer:
+        producer.identify()
+        producer.send(cmd.mpub(topic, [b"early"] * 10))
+        producer.expect_ok()
+        producer.send(cmd.mpub(topic, [b"t%03d" % i for i in range(150)]))
+        producer.expect_ok()
+    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")
+    assert (stats["topics"][0]["depth"], stats["topics"][0]["dropped_count"]) == (100, 60)
+
+    assert http("POST", f"{nsqd.http_url}/topic/config?topic={topic}&max_depth=0")[0] == 200
+    create(nsqd, topic, "ch")  # takes the topic's 100
+    assert http("POST", f"{nsqd.http_url}/channel/config?topic={topic}&channel=ch&max_depth=100"
+                        "&full_policy=drop-oldest")[0] == 200
+    assert http("POST", f"{nsqd.http_url}/mpub?topic={topic}", b"\n".join(b"c%03d" % i for i in range(150)))[0] == 200
+    stats = channel_stats(nsqd, topic, "ch")
+    assert (stats["depth"], stats["dropped_count"]) == (100, 150)
+    assert consume(nsqd, topic, "ch", 100) == [f"c{i:03d}" for i in range(50, 150)]
+
+
 def test_limits_survive_a_restart(start_nsqd, tmp_path, topic):
     data_path = tmp_path / "kept"
     nsqd = start_nsqd(data_path=data_path)

@@ -43,7 +43,7 @@ class DepthLimit:
         self.max_depth_setting: int | None = None
         self.policy_setting: str | None = None
         self.dropped = 0
-        self.drops = False  # drop-oldest with a limit: what a put checks before calling make_room
+        self.drops = False  # drop-oldest with a limit: what a put checks before calling trim
         self._update()
 
     @property
@@ -70,13 +70,14 @@ class DepthLimit:
         if max_depth and self.policy == "reject" and depth + incoming > max_depth:
             raise QueueFull(f"{self.what} is full (depth {depth}, max_depth {max_depth})")
 
-    def make_room(self, queue, incoming: int) -> None:
-        """``drop-oldest``: drop the messages next in line until ``incoming``
-        more fit (or the queue is empty)."""
+    def trim(self, queue) -> None:
+        """``drop-oldest``, after a put: drop the messages next in line until
+        the queue is back within the limit. The put comes first so that a
+        batch larger than the limit loses its own oldest messages too."""
         if not self.drops:
             return
         max_depth = self.max_depth
-        while len(queue) + incoming > max_depth:
+        while len(queue) > max_depth:
             message = queue.pop()
             if message is None:
                 return

@@ -160,25 +160,25 @@ class Channel:
     # --- putting messages in ---------------------------------------------------
 
     def put(self, message: Message) -> None:
-        self._admit(1)
+        self.message_count += 1
         self.queue.put(message)
-        self.schedule_dispatch()
+        self._admitted()
 
     def put_many(self, messages: list[Message]) -> None:
-        self._admit(len(messages))
+        self.message_count += len(messages)
         self.queue.put_many(messages)
-        self.schedule_dispatch()
+        self._admitted()
 
     def put_batch(self, batch: Batch) -> None:
-        self._admit(batch.remaining)
+        self.message_count += batch.remaining
         self.queue.put_batch(batch)
-        self.schedule_dispatch()
+        self._admitted()
 
-    def _admit(self, count: int) -> None:
-        """Counted in, with room made for them under a drop-oldest limit."""
-        self.message_count += count
+    def _admitted(self) -> None:
+        """Within a drop-oldest limit again, and handed out."""
         if self.limit.drops:
-            self.limit.make_room(self.queue, count)
+            self.limit.trim(self.queue)
+        self.schedule_dispatch()
 
     def put_deferred(self, message: Message, delay: float) -> None:
         self.message_count += 1

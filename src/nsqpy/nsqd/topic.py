@@ -59,8 +59,8 @@ class Topic:
             ids = self.guid.new_ids(len(bodies))
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
         if not self._to_channels_now():
-            self.limit.make_room(self.queue, len(messages))
             self.queue.put_many(messages)
+            self.limit.trim(self.queue)
         elif defer:
             for message in messages:
                 self._fan_out(message)
@@ -77,8 +77,8 @@ class Topic:
         self._check_open(count)
         batch = Batch(body, count, timestamp, self.guid.reserve(count))
         if not self._to_channels_now():
-            self.limit.make_room(self.queue, count)
             self.queue.put_batch(batch)
+            self.limit.trim(self.queue)
         else:
             for channel, own in zip(self.channels.values(), self._copies(batch, batch.copy)):
                 channel.put_batch(own)
