@@ -8,39 +8,72 @@ Durations are float seconds in Python and Go-syntax strings (``250ms``,
 import dataclasses
 import re
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+_DECIMAL = re.compile(r"-?[0-9]+")
+_DURATION_PART = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_NS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+
+
+def parse_int(text: str, low: int = 0, high: int = INT64_MAX) -> int:
+    """The one integer parser for text a person typed (flags, config files,
+    HTTP queries, nsqd.dat): ASCII digits, a leading ``-`` only when ``low``
+    is negative; ``ValueError`` otherwise or outside [``low``, ``high``]
+    (which lie within int64).
+
+    Python's ``int()`` also takes ``1_000``, ``+5``, `` 5 `` and other
+    scripts' digits (``٣``); nsqd refuses them, and a value Go would refuse
+    must not quietly mean something here."""
+    if _DECIMAL.fullmatch(text) is None:
+        raise ValueError(f"{text!r} is not a number (decimal digits only)")
+    # beyond 19 digits is beyond int64 (and int() refuses 4300 digits in its own words)
+    value = int(text) if len(text.lstrip("-0")) <= 19 else high + 1
+    if not low <= value <= high or (text[0] == "-" and low >= 0):
+        raise ValueError(f"{text} is out of range [{low}, {high}]")
+    return value
 
 
 def parse_duration(text: str) -> float:
-    """Go's ``time.ParseDuration``: ``300ms``, ``1h30m``, ``-1.5s``, ``0``; seconds."""
-    value = text.strip()
-    sign = 1.0
-    if value[:1] in "+-" and value:
-        sign = -1.0 if value[0] == "-" else 1.0
-        value = value[1:]
+    """Go's ``time.ParseDuration``: ``300ms``, ``1h30m``, ``-1.5s``, ``0``; seconds.
+
+    Counted in integer nanoseconds as Go counts, so what Go refuses is
+    refused here: other scripts' digits, spaces, ``1_0s``, and anything
+    beyond int64 nanoseconds (about 292 years), which ``/config/<name>``
+    (in nanoseconds) could not report to a Go client either."""
+    negative = text[:1] == "-"
+    value = text[1:] if text[:1] in ("+", "-") else text
     if value == "0":
         return 0.0
+    invalid = ValueError(f"invalid duration {text!r} (use Go syntax such as 250ms, 60s, 1h)")
+    out_of_range = ValueError(f"duration {text!r} is out of range (at most 2562047h47m16.854775807s)")
+    if not value:
+        raise invalid
+    nanoseconds = 0
     pos = 0
-    total = 0.0
     while pos < len(value):
         match = _DURATION_PART.match(value, pos)
-        if match is None:
-            raise ValueError(f"invalid duration {text!r} (use Go syntax such as 250ms, 60s, 1h)")
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        if match is None or not (match.group(1) or match.group(2)):
+            raise invalid
+        whole = match.group(1).lstrip("0")
+        fraction = (match.group(2) or "")[:18]  # finer than a nanosecond in every unit
+        unit = _UNIT_NS[match.group(3)]
+        if len(whole) > 19:  # beyond int64 in any unit (and int() refuses 4300 digits in its own words)
+            raise out_of_range
+        nanoseconds += int(whole or 0) * unit + int(fraction or 0) * unit // 10 ** len(fraction)
         pos = match.end()
-    if pos == 0:
-        raise ValueError(f"invalid duration {text!r} (use Go syntax such as 250ms, 60s, 1h)")
-    return sign * total
+    if nanoseconds > INT64_MAX + negative:
+        raise out_of_range
+    return (-nanoseconds if negative else nanoseconds) / 1e9
 
 
-def int_in_range(name: str, text, high: int) -> int:
+def int_in_range(name: str, text: str, high: int) -> int:
     """A setting given as text (HTTP, nsqd.dat): ``ValueError`` naming it
     unless an integer in [0, ``high``]."""
-    value = int(text)
-    if not 0 <= value <= high:
-        raise ValueError(f"{name} {value} must be in [0, {high}]")
-    return value
+    try:
+        return parse_int(text, 0, high)
+    except ValueError as error:
+        raise ValueError(f"{name} {error}") from None
 
 
 def one_of(name: str, text: str, choices) -> str:
@@ -54,6 +87,8 @@ def format_duration(seconds: float) -> str:
     """The inverse, in the shape Go prints (``1m0s``, ``250ms``) for help text."""
     if seconds == 0:
         return "0s"
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
     if seconds < 1:
         ms = seconds * 1000
         return f"{ms:g}ms" if ms >= 1 else f"{seconds * 1e6:g}µs"

@@ -8,6 +8,7 @@ import pytest
 
 from nsqpy.protocol import commands as cmd
 from nsqpy.protocol.commands import encode_command
+from nsqpy.protocol.frames import FRAME_TYPE_ERROR
 from tests.support.wire import WireConn
 
 
@@ -195,6 +196,35 @@ def test_publish_errors(shared_nsqd, line, body, code, text):
         assert_fatal(c, code, text)
 
 
+@pytest.mark.parametrize("name,quoted", [  # as Go's nsqd v1.3.0 answers (its %q)
+    ("h\u00e9llo".encode(), '"h\u00e9llo"'.encode()),  # UTF-8 as it came, not encoded twice
+    ("\U0001F600\U000E0001".encode(), '"\U0001F600\\U000e0001"'.encode()),
+    (b"a\xffb", b'"a\\xffb"'),
+    (b"\xed\xa0\x80\xe2\x80", b'"\\xed\\xa0\\x80\\xe2\\x80"'),  # a surrogate, a cut sequence: not UTF-8
+    (b'a"b\\', b'"a\\"b\\\\"'),
+    (b"a\x01b\x7f\t\x0b", b'"a\\x01b\\x7f\\t\\v"'),
+    ("a\u200bb\u00a0".encode(), b'"a\\u200bb\\u00a0"'),
+])
+@pytest.mark.parametrize("command,body,prefix", [
+    (b"PUB %s\n", struct.pack(">i", 1) + b"x", b"E_BAD_TOPIC PUB"),
+    (b"DPUB %s 0\n", struct.pack(">i", 1) + b"x", b"E_BAD_TOPIC DPUB"),
+    (b"MPUB %s\n", struct.pack(">iii", 9, 1, 1) + b"x", b"E_BAD_TOPIC E_BAD_TOPIC MPUB"),  # sic, as nsqd
+    (b"SUB %s ch\n", b"", b"E_BAD_TOPIC SUB"),
+])
+def test_bad_topic_name_is_quoted_byte_for_byte_as_nsqd_does(shared_nsqd, name, quoted, command, body, prefix):
+    with conn(shared_nsqd) as c:
+        c.send(command % name + body)
+        assert c.read_frame() == (FRAME_TYPE_ERROR, prefix + b" topic name " + quoted + b" is not valid")
+        c.expect_closed()
+
+
+def test_bad_channel_name_is_quoted_as_nsqd_does(shared_nsqd):
+    with conn(shared_nsqd) as c:
+        c.send("SUB good h\u00e9llo\n".encode())
+        assert c.read_frame() == (FRAME_TYPE_ERROR, 'E_BAD_CHANNEL SUB channel name "h\u00e9llo" is not valid'.encode())
+        c.expect_closed()
+
+
 def test_message_too_big_is_refused_before_reading_it(shared_nsqd):
     with conn(shared_nsqd) as c:
         c.send(b"PUB big\n" + struct.pack(">i", 1048577))
@@ -241,11 +271,11 @@ def test_heartbeats_are_sent_and_silence_disconnects(shared_nsqd, topic):
     with conn(shared_nsqd) as c:
         c.identify(heartbeat_interval=1000)
         # heartbeats arrive on a producer connection too, as a ticker
-        assert c.read_frame(3, skip_heartbeats=False) == (0, b"_heartbeat_")
+        assert c.read_frame(10, skip_heartbeats=False) == (0, b"_heartbeat_")
         c.send(cmd.NOP)
-        assert c.read_frame(3, skip_heartbeats=False) == (0, b"_heartbeat_")
+        assert c.read_frame(10, skip_heartbeats=False) == (0, b"_heartbeat_")
         # then stop answering: after two intervals without a command the server closes
-        c.expect_closed(timeout=5)
+        c.expect_closed(timeout=15)
 
 
 def test_identify_json_shape_is_what_go_nsq_reads(shared_nsqd):

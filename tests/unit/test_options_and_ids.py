@@ -3,7 +3,7 @@ import pytest
 from nsqpy.cli.flags import parse_options
 from nsqpy.nsqd.guid import EPOCH, GuidFactory
 from nsqpy.nsqd.options import NsqdOptions
-from nsqpy.options import format_duration, parse_duration
+from nsqpy.options import format_duration, parse_duration, parse_int
 
 
 @pytest.mark.parametrize("text,seconds", [
@@ -18,6 +18,21 @@ def test_parse_duration(text, seconds):
 def test_parse_duration_rejects(text):
     with pytest.raises(ValueError):
         parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["1_0s", "\u0663s", " 1s", "1s ", "2562048h", "-2562048h", "9" * 5000 + "s"])
+def test_parse_duration_refuses_what_go_refuses(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+    assert parse_duration("+1s") == 1.0
+    assert parse_duration("2562047h47m16.854775807s") == pytest.approx(9223372036.854775807)
+
+
+@pytest.mark.parametrize("text", ["1_000", "+5", " 5", "5\n", "\u0663", "-5", "-0", "", "1" * 5000, "11"])
+def test_parse_int_takes_ascii_digits_in_range_only(text):
+    with pytest.raises(ValueError):
+        parse_int(text, 0, 10)
+    assert parse_int("-5", -10, 10) == -5 and parse_int("007", 0, 10) == 7
 
 
 def test_format_duration_is_go_like():

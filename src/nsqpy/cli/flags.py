@@ -9,7 +9,7 @@ the command line wins over the file, the file over the defaults.
 
 import argparse
 
-from ..options import OptionSpec, option_specs, parse_duration
+from ..options import INT64_MAX, INT64_MIN, OptionSpec, option_specs, parse_duration, parse_int
 
 
 def nsqpy_version_line(program: str) -> str:
@@ -33,12 +33,20 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"invalid boolean {text!r} (use true or false)")
 
 
+def parse_int64(text: str) -> int:
+    """An integer flag: decimal, in int64 (Go's flag package refuses more,
+    and every consumer of a setting, nsqd.dat or /stats, assumes int64)."""
+    return parse_int(text, INT64_MIN, INT64_MAX)
+
+
 def _converter(spec: OptionSpec):
     kind = spec.item_kind if spec.kind is list else spec.kind
     if spec.duration:
         return parse_duration
     if kind is bool:
         return parse_bool
+    if kind is int:
+        return parse_int64
     return kind
 
 
@@ -86,10 +94,11 @@ def build_parser(program: str, options_class) -> argparse.ArgumentParser:
 
 
 def _from_config_value(spec: OptionSpec, value):
-    """Config files hold TOML values; durations may be Go strings or integer ms."""
+    """Config files hold TOML values; durations may be Go strings or integer
+    ms; both, and integers, within the ranges the same flag has."""
     if spec.duration:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return value / 1000
+            return parse_duration(f"{value}ms")
         return parse_duration(str(value))
     if spec.kind is list:
         items = value if isinstance(value, list) else [value]
@@ -100,7 +109,7 @@ def _from_config_value(spec: OptionSpec, value):
         return float(value)
     if not isinstance(value, spec.kind) or isinstance(value, bool) is not (spec.kind is bool):
         raise ValueError(f"{value!r} is not a {spec.kind.__name__}")
-    return value
+    return parse_int64(str(value)) if spec.kind is int else value
 
 
 def load_config(path: str, options_class) -> dict:

@@ -10,6 +10,7 @@ from ..httpapi import (MAX_CONFIG_BODY, HttpError, address_list, bool_param, emp
                        topic_and_channel_params, topic_param)
 from ..metrics import daemon_registry, metrics_endpoint
 from ..net import split_host_port
+from ..options import parse_int
 from ..protocol import NSQ_VERSION
 from ..protocol.commands import parse_mpub_body
 from ..protocol.errors import ProtocolError
@@ -124,16 +125,9 @@ class HttpApi:
         if not body:
             raise HttpError(400, "MSG_EMPTY")
         topic_name = topic_param(request, invalid="INVALID_TOPIC")
-        defer = 0.0
-        if "defer" in request.query:
-            try:
-                defer_ms = int(request.query["defer"])
-            except ValueError:
-                raise HttpError(400, "INVALID_DEFER") from None
-            if not 0 <= defer_ms <= int(options.max_req_timeout * 1000):
-                raise HttpError(400, "INVALID_DEFER")
-            defer = defer_ms / 1000
-        return self._publish(topic_name, [body], defer)
+        max_defer_ms = int(options.max_req_timeout * 1000)
+        defer_ms = _query_setting(request, "defer", lambda text: parse_int(text, 0, max_defer_ms), "INVALID_DEFER")
+        return self._publish(topic_name, [body], (defer_ms or 0) / 1000)
 
     async def mpub(self, request):
         options = self.nsqd.options
@@ -271,15 +265,8 @@ class HttpApi:
 
     async def channel_deferred(self, request):
         _, channel = self._existing_channel(request)
-        limit = DEFAULT_LIMIT
-        if "limit" in request.query:
-            try:
-                limit = int(request.query["limit"])
-            except ValueError:
-                raise HttpError(400, "INVALID_LIMIT") from None
-            if not 1 <= limit <= MAX_LIMIT:
-                raise HttpError(400, "INVALID_LIMIT")
-        return json_response(deferred_listing(channel, limit, bool_param(request, "body", False)))
+        limit = _query_setting(request, "limit", lambda text: parse_int(text, 1, MAX_LIMIT), "INVALID_LIMIT")
+        return json_response(deferred_listing(channel, limit or DEFAULT_LIMIT, bool_param(request, "body", False)))
 
     async def channel_config_get(self, request):
         _, channel = self._existing_channel(request)

@@ -7,6 +7,9 @@ import zlib
 
 from ..net import split_host_port
 from ..options import format_duration, option
+from .bounds import MAX_DEPTH_LIMIT
+from .dead_letter import MAX_ATTEMPTS_LIMIT
+from .expiry import MAX_TTL_MS
 
 
 def default_node_id() -> int:
@@ -150,14 +153,16 @@ class NsqdOptions:
                 split_host_port(self.statsd_address)
             except ValueError:
                 raise ValueError(f"--statsd-address {self.statsd_address!r} must be host:port") from None
-        if not 0 <= self.max_attempts <= 65535:
-            raise ValueError(f"--max-attempts {self.max_attempts} must be in [0, 65535]")
-        if self.max_depth < 0:
-            raise ValueError(f"--max-depth {self.max_depth} must be >= 0")
+        # the policies' defaults: the ranges /topic/config and /channel/config take
+        if not 0 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT:
+            raise ValueError(f"--max-attempts {self.max_attempts} must be in [0, {MAX_ATTEMPTS_LIMIT}]")
+        if not 0 <= self.max_depth <= MAX_DEPTH_LIMIT:
+            raise ValueError(f"--max-depth {self.max_depth} must be in [0, {MAX_DEPTH_LIMIT}]")
+        if not 0 <= self.message_ttl * 1000 <= MAX_TTL_MS:
+            raise ValueError(f"--message-ttl {format_duration(self.message_ttl)} must be in "
+                             f"[0, {format_duration(MAX_TTL_MS / 1000)}]")
         if not 0 <= self.busy_poll <= MAX_BUSY_POLL:
             raise ValueError(f"--busy-poll {format_duration(self.busy_poll)} must be in [0, 10ms]")
-        if self.message_ttl < 0:
-            raise ValueError(f"--message-ttl {self.message_ttl:g}s must be >= 0")
         for p in self.e2e_processing_latency_percentiles:
             if not 0 < p <= 1:
                 raise ValueError(f"--e2e-processing-latency-percentile {p} must be in (0, 1.0]")

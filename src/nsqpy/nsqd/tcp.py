@@ -36,6 +36,31 @@ def _name(raw: bytes) -> str:
     return raw.decode("latin-1")
 
 
+_GO_ESCAPES: Final = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+                      "\v": "\\v", '"': '\\"', "\\": "\\\\"}
+
+
+def _go_quoted(raw: bytes) -> str:
+    """``raw`` as Go's ``%q`` prints it, as nsqd names a topic it refuses:
+    printable UTF-8 as it came (``"héllo"``), a byte that is not UTF-8 as
+    ``\\xff``, anything else escaped (``\\"``, ``\\n``, ``\\x01``, ``\\u200b``).
+    Clients compare these error texts with nsqd's, byte for byte."""
+    out: list[str] = []
+    for char in raw.decode("utf-8", "surrogateescape"):
+        code = ord(char)
+        if char in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[char])
+        elif 0xDC80 <= code <= 0xDCFF:  # surrogateescape's stand-in for a byte that is not UTF-8
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif char.isprintable():  # Python's printable is Go's strconv.IsPrint
+            out.append(char)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        else:
+            out.append(f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
+
+
 class V2Protocol(asyncio.Protocol):
     """One V2 connection's I/O: the magic, the command reader, and two bounds
     that keep one client from hurting the daemon.
@@ -241,7 +266,7 @@ class V2Protocol(asyncio.Protocol):
     def _topic_name(self, raw: bytes, command: str) -> str:
         name = _name(raw)
         if not is_valid_topic_name(name):
-            raise ProtocolError(errors.E_BAD_TOPIC, f'{command} topic name "{name}" is not valid')
+            raise ProtocolError(errors.E_BAD_TOPIC, f"{command} topic name {_go_quoted(raw)} is not valid")
         return name
 
     @staticmethod
@@ -369,7 +394,7 @@ class V2Protocol(asyncio.Protocol):
         topic_name = self._topic_name(params[1], "SUB")
         channel_name = _name(params[2])
         if not is_valid_channel_name(channel_name):
-            raise ProtocolError(errors.E_BAD_CHANNEL, f'SUB channel name "{channel_name}" is not valid')
+            raise ProtocolError(errors.E_BAD_CHANNEL, f"SUB channel name {_go_quoted(params[2])} is not valid")
         return self._with_permission(client, "SUB", "subscribe", topic_name, channel_name,
                                      lambda: self._subscribe(client, topic_name, channel_name))
 
@@ -459,10 +484,7 @@ class V2Protocol(asyncio.Protocol):
     def mpub(self, client: ClientV2, command) -> Awaitable[None] | None:
         if len(command.params) < 2:
             raise _invalid("MPUB insufficient number of parameters")
-        name = _name(command.params[1])
-        if not is_valid_topic_name(name):
-            # nsqd repeats the code in this one description
-            raise ProtocolError(errors.E_BAD_TOPIC, f'E_BAD_TOPIC MPUB topic name "{name}" is not valid')
+        name = self._topic_name(command.params[1], "E_BAD_TOPIC MPUB")  # nsqd repeats the code for MPUB
         if command.body_error is not None:
             raise command.body_error
         options = self.nsqd.options

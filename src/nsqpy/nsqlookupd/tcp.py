@@ -14,6 +14,16 @@ OK = encode_response(b"OK")
 CLIENT = ("client", "", "")
 
 
+class _BadNameError(ProtocolError):
+    """nsqlookupd names a topic or channel it refuses with ``'%s'``: the
+    bytes as they came, UTF-8 or not (decoded with surrogateescape, which
+    this frame undoes), as peers comparing error texts with NSQ's expect."""
+
+    @property
+    def frame_data(self) -> bytes:
+        return f"{self.code} {self.description}".encode("utf-8", "surrogateescape")
+
+
 class LookupProtocol(asyncio.Protocol):
     def __init__(self, lookupd):
         self.lookupd = lookupd
@@ -110,12 +120,12 @@ class LookupProtocol(asyncio.Protocol):
         params = command.params
         if len(params) < 2:
             raise ProtocolError(E_INVALID, f"{name} insufficient number of params")
-        topic = params[1].decode("latin-1")
-        channel = params[2].decode("latin-1") if len(params) > 2 else ""
+        topic = params[1].decode("utf-8", "surrogateescape")
+        channel = params[2].decode("utf-8", "surrogateescape") if len(params) > 2 else ""
         if not is_valid_topic_name(topic):
-            raise ProtocolError(E_BAD_TOPIC, f'{name} topic name "{topic}" is not valid')
+            raise _BadNameError(E_BAD_TOPIC, f"{name} topic name '{topic}' is not valid")
         if channel and not is_valid_channel_name(channel):
-            raise ProtocolError(E_BAD_CHANNEL, f'{name} channel name "{channel}" is not valid')
+            raise _BadNameError(E_BAD_CHANNEL, f"{name} channel name '{channel}' is not valid")
         peer = self.peer
         if name == "REGISTER":
             if channel and self.db.add_producer(("channel", topic, channel), Producer(peer)):
