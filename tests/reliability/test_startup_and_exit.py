@@ -85,7 +85,7 @@ def test_a_bad_flag_is_the_one_line_a_person_sees(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "nsqd: argument -mem-queue-size/--mem-queue-size: --mem-queue-size: 'lots' is not a number "
-        "(see nsqd --help)"]
+        "(decimal digits only) (see nsqd --help)"]
 
 
 def _cluster(tmp_path) -> tuple[GroupProcess, list[int]]:
@@ -97,7 +97,7 @@ def _cluster(tmp_path) -> tuple[GroupProcess, list[int]]:
     return cluster, pids
 
 
-def _all_gone(pids: list[int], timeout: float = 20.0) -> bool:
+def _all_gone(pids: list[int], timeout: float = 40.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         alive = []

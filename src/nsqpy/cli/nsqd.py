@@ -1,14 +1,19 @@
-"""``nsqd``: parse NSQ's flags, run the daemon until SIGINT/SIGTERM."""
+"""``nsqd``: parse NSQ's flags, run the daemon until SIGINT/SIGTERM (or export its data dir for Go's nsqd)."""
 
 import sys
 
+from ..nsqd.go_export import export_for_go
 from ..nsqd.options import NsqdOptions
 from ..nsqd.server import NSQD
 from .run import daemon_main
 
 
+def export_if_asked(options: NsqdOptions, log) -> int | None:
+    return export_for_go(options, log) if options.export_for_go else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    return daemon_main("nsqd", NsqdOptions, NSQD, sys.argv[1:] if argv is None else argv)
+    return daemon_main("nsqd", NsqdOptions, NSQD, sys.argv[1:] if argv is None else argv, export_if_asked)
 
 
 if __name__ == "__main__":

@@ -51,8 +51,10 @@ def run_daemon(daemon, log) -> int:
         loop.close()
 
 
-def daemon_main(program: str, options_class, daemon_class, argv: list[str]) -> int:
-    """The whole life of a daemon executable: flags, logging, run, exit code."""
+def daemon_main(program: str, options_class, daemon_class, argv: list[str], one_shot=None) -> int:
+    """The whole life of a daemon executable: flags, logging, run, exit code.
+    ``one_shot(options, log)`` may do a job in place of running the daemon
+    (nsqd --export-for-go): its exit status, or None to run as usual."""
     follow_parent()
     options, show_version = parse_options(program, options_class, argv)
     if show_version:
@@ -60,6 +62,14 @@ def daemon_main(program: str, options_class, daemon_class, argv: list[str]) -> i
         return 0
     log = setup_logging(program, options.log_prefix, options.log_level)
     log.info("%s (nsqpy %s)", version_line(program), __version__)
+    if one_shot is not None:
+        try:
+            status = one_shot(options, log)
+        except StartupError as error:
+            log.critical("%s", error)
+            return 1
+        if status is not None:
+            return status
     try:
         daemon = daemon_class(options, log)
     except StartupError as error:

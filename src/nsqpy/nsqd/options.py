@@ -109,6 +109,9 @@ class NsqdOptions:
                               "'reject' publishes or 'drop-oldest' queued messages",
                               choices=("reject", "drop-oldest"))
 
+    export_for_go: bool = option(False, "beyond NSQ: move every deferred message of --data-path into its "
+                                 "channel's ordinary queue, so that NSQ's own nsqd loads them, then exit")
+
     e2e_processing_latency_percentiles: list[float] = option(
         [], "message processing time percentiles (as float (0, 1.0]) to track "
         "(can be specified multiple times or comma separated '1.0,0.99,0.95', default none)",

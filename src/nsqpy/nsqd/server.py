@@ -6,8 +6,6 @@ periodic fsync of the disk queues.
 """
 
 import asyncio
-import errno
-import fcntl
 import logging
 import os
 import time
@@ -18,7 +16,6 @@ from ..net import ListenError, bound_address, bound_port, close_listeners, liste
 from ..protocol import NSQ_VERSION
 from ..protocol import lookup as lookup_v1
 from ..protocol.identify import IdentifyPolicy
-from ..protocol.message import MESSAGE_HEADER_SIZE
 from ..protocol.names import is_ephemeral
 from . import metadata
 from .auth import AuthClient
@@ -32,6 +29,7 @@ from .tls import server_context
 from .tcp import V2Protocol
 from .bounds import QueueFull
 from .dead_letter import settle_interrupted
+from .storage import lock_data_path, open_disk_queue
 from .topic import Topic, TopicExiting
 
 
@@ -200,26 +198,7 @@ class NSQD:
         await close_listeners(tcp_server, http_api)
 
     def _lock_data_path(self) -> None:
-        """Exclusive flock on the data directory itself, as NSQ takes it, so two
-        daemons (ours or NSQ's) never share one."""
-        path = self.data_path
-        if os.path.exists(path) and not os.path.isdir(path):
-            raise StartupError(f"--data-path {path} is a file, not a directory; choose a directory")
-        try:
-            os.makedirs(path, exist_ok=True)
-            fd = os.open(path, os.O_RDONLY)
-        except OSError as error:
-            raise StartupError(f"--data-path {path}: {error.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            os.close(fd)
-            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise StartupError(
-                    f"--data-path {path} is in use by another nsqd; stop it or choose another --data-path"
-                ) from None
-            raise StartupError(f"--data-path {path}: cannot lock: {error.strerror}") from None
-        self._lock_fd = fd
+        self._lock_fd = lock_data_path(self.data_path)
 
     def _check_writable(self) -> None:
         """Refuse to start where messages could be acknowledged and then not
@@ -324,14 +303,8 @@ class NSQD:
 
     # --- registry --------------------------------------------------------------------------
 
-    def _disk_queue(self, name: str, header: int) -> DiskQueue:
-        options = self.options
-        return DiskQueue(name, self.data_path, max_bytes_per_file=options.max_bytes_per_file,
-                         min_msg_size=header, max_msg_size=options.max_msg_size + header,
-                         sync_every=options.sync_every, logger=self.log)
-
     def new_queue(self, name: str, ephemeral: bool) -> MessageQueue:
-        disk = None if ephemeral else self._disk_queue(name, MESSAGE_HEADER_SIZE)
+        disk = None if ephemeral else open_disk_queue(self.options, self.data_path, name, self.log)
         return MessageQueue(self.options.mem_queue_size, disk)
 
     def new_deferred_disk(self, name: str, ephemeral: bool) -> DiskQueue | None:
@@ -339,7 +312,7 @@ class NSQD:
         deferred publishes included: they get a disk queue of their own."""
         if ephemeral or self.options.mem_queue_size:
             return None
-        return self._disk_queue(f"{name}#deferred", MESSAGE_HEADER_SIZE + 8)
+        return open_disk_queue(self.options, self.data_path, name, self.log, deferred=True)
 
     def new_latency_window(self) -> LatencyWindow | None:
         options = self.options
