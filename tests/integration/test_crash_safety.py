@@ -10,7 +10,7 @@ import time
 
 from nsqpy.localcluster import nsqd_process
 from nsqpy.protocol import commands as cmd
-from tests.support.wire import Closed, WireConn, http, http_json
+from tests.support.wire import Closed, WireConn, http, http_json, wait_until
 
 SAFE = ("--mem-queue-size=0", "--sync-every=1")
 
@@ -46,13 +46,17 @@ def consume_until_closed(daemon, finished: list) -> None:
         pass
 
 
-def kill_9_under_load(daemon, after: float, *workers) -> None:
+def kill_9_under_load(daemon, after: float, acked: list, *workers) -> None:
     """Run each (function, args) in a thread, SIGKILL nsqd ``after`` seconds
-    later (no shutdown code runs), and wait for the threads to notice."""
+    later (no shutdown code runs) once at least 40 more publishes were
+    acknowledged (a busy machine may take longer to get there), and wait
+    for the threads to notice."""
     threads = [threading.Thread(target=function, args=args) for function, args in workers]
+    before = len(acked)
     for thread in threads:
         thread.start()
     time.sleep(after)
+    wait_until(lambda: len(acked) >= before + 40, timeout=60)
     daemon.process.kill()
     daemon.process.wait(5)
     for thread in threads:
@@ -69,7 +73,7 @@ def test_kill_9_loses_no_acknowledged_message(tmp_path):
         with nsqd_process(str(data), *SAFE) as daemon:
             assert http("POST", f"{daemon.http_url}/topic/create?topic=crash")[0] == 200
             assert http("POST", f"{daemon.http_url}/channel/create?topic=crash&channel=ch")[0] == 200
-            kill_9_under_load(daemon, rng.uniform(0.4, 1.5),
+            kill_9_under_load(daemon, rng.uniform(0.4, 1.5), acked,
                               (publish_until_closed, (daemon, "crash", f"r{round_}", acked)),
                               (consume_until_closed, (daemon, finished)))
     assert len(acked) > 100, "the load did not get going"
@@ -93,7 +97,7 @@ def test_deferred_publishes_keep_their_delay_across_kill_9(tmp_path):
         assert http("POST", f"{daemon.http_url}/topic/create?topic=later")[0] == 200
         assert http("POST", f"{daemon.http_url}/channel/create?topic=later&channel=ch")[0] == 200
         with WireConn(daemon.tcp_hostport) as c:
-            c.send(cmd.dpub("later", 2500, b"in 2.5 s"))
+            c.send(cmd.dpub("later", 5000, b"in 5 s"))
             c.expect_ok()
         sent = time.monotonic()
         daemon.process.kill()
@@ -103,9 +107,9 @@ def test_deferred_publishes_keep_their_delay_across_kill_9(tmp_path):
     with nsqd_process(str(data), *SAFE) as daemon:
         with WireConn(daemon.tcp_hostport) as c:
             c.subscribe("later", "ch", rdy=1)
-            c.expect_nothing(max(0.0, 2.0 - (time.monotonic() - sent)))  # still deferred after the crash
-            message = c.message(timeout=3)
-            assert message.body == b"in 2.5 s" and time.monotonic() - sent >= 2.4
+            c.expect_nothing(max(0.0, 4.5 - (time.monotonic() - sent)))  # still deferred after the crash
+            message = c.message(timeout=30)
+            assert message.body == b"in 5 s" and time.monotonic() - sent >= 4.9
             c.send(cmd.fin(message.id))
             c.expect_nothing(0.3)
 
@@ -134,7 +138,7 @@ def test_kill_9_while_dead_lettering_loses_nothing_and_dead_letters_nothing_twic
             for path in ("topic/create?topic=poison", "channel/create?topic=poison&channel=ch",
                          "topic/create?topic=poison.dead", "channel/create?topic=poison.dead&channel=dl"):
                 assert http("POST", f"{daemon.http_url}/{path}")[0] == 200
-            kill_9_under_load(daemon, rng.uniform(0.5, 2.0),
+            kill_9_under_load(daemon, rng.uniform(0.5, 2.0), acked,
                               (publish_until_closed, (daemon, "poison", f"r{round_}", acked)),
                               (requeue_until_closed, (daemon, "poison")))
     assert len(acked) > 30, "the load did not get going"

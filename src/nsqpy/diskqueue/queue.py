@@ -109,6 +109,7 @@ class DiskQueue:
         self._last_record_start = (0, 0)
         self._generation = 0  # bumped by empty(): tokens from before are void
         self._oldest_file = 0  # lowest segment number that may still exist
+        self._written_metadata = ""  # what the meta file says since this queue last wrote it
         self._load_metadata()
         self._oldest_file = self.read_file_num
 
@@ -355,9 +356,11 @@ class DiskQueue:
             self._acked[sequence] = start
 
     def sync(self) -> None:
-        if self._writer is not None:
-            self._writer.flush()
-            os.fsync(self._writer.fileno())
+        """Make durable what changed since the last sync, and only that: the
+        segment written to, the journal's new entries, a meta file that says
+        something new (an in-order FIN moves the read position; a delivery
+        mark only adds a journal entry)."""
+        self._sync_writer()
         journal = self._journal
         live = len(self._acked) + len(self._acked_before) + len(self._marks) + len(self._marks_before)
         if journal.should_compact(live) or (not live and journal.entries):
@@ -414,10 +417,13 @@ class DiskQueue:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         return os.fdopen(fd, "wb", buffering=0)
 
-    def _roll_write_file(self) -> None:
-        if self._writer is not None:
+    def _sync_writer(self) -> None:
+        if self._writer is not None and self.unsynced_writes:
             self._writer.flush()
             os.fsync(self._writer.fileno())
+
+    def _roll_write_file(self) -> None:
+        self._sync_writer()
         self._close_writer()
         if self.read_file_num == self.write_file_num:
             self._read_file_size = self.write_pos  # complete now: its reader moves on at its end
@@ -662,4 +668,6 @@ class DiskQueue:
         text = f"{depth + len(self._acked_before)}\n{read_file},{read_pos}\n{self.write_file_num},{self.write_pos}\n"
         if self.moving is not None:
             text += f"{MOVING_PREFIX}{self.moving[0]},{self.moving[1]}\n"
-        write_atomically(self.metadata_file_name, text.encode())
+        if text != self._written_metadata:
+            write_atomically(self.metadata_file_name, text.encode())
+            self._written_metadata = text
