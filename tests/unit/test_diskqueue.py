@@ -250,11 +250,16 @@ def test_a_held_record_keeps_the_journal_within_a_constant_factor_of_what_is_liv
     again.close()
 
 
-def test_marks_come_back_with_their_records_after_a_crash(tmp_path):
-    q = make(tmp_path)
+def three_taken(path) -> tuple[DiskQueue, list]:
+    """A queue of aa, bb and cc, each read and outstanding."""
+    q = make(path)
     for r in (b"aa", b"bb", b"cc"):
         q.put(r)
-    taken = [q.get_with_token() for _ in range(3)]
+    return q, [q.get_with_token() for _ in range(3)]
+
+
+def test_marks_come_back_with_their_records_after_a_crash(tmp_path):
+    q, taken = three_taken(tmp_path)
     q.set_marks([(taken[0][1], 3), (taken[2][1], 7)])
     q.set_marks([(taken[0][1], 4)])  # the last mark wins
     q.ack(taken[1][1])
@@ -270,10 +275,7 @@ def test_marks_come_back_with_their_records_after_a_crash(tmp_path):
 
 
 def test_a_torn_journal_entry_is_cut_off(tmp_path):
-    q = make(tmp_path)
-    for r in (b"aa", b"bb", b"cc"):
-        q.put(r)
-    taken = [q.get_with_token() for _ in range(3)]
+    q, taken = three_taken(tmp_path)
     q.ack(taken[1][1])
     with open(tmp_path / "q.diskqueue.journal.dat", "ab") as f:
         f.write(b"\x00\x00\x00")  # a crash in the middle of an append
