@@ -187,3 +187,22 @@ def test_config_file_and_go_style_flags(start_lookupd, tmp_path):
         wait_until(pinged_and_visible, timeout=15)
         # silent now: the file's 1 s inactivity timeout drops the node
         wait_until(lambda: http_json("GET", f"{url}/nodes")[1] == {"producers": []}, timeout=15)
+
+
+def test_nsqd_is_registered_by_the_time_it_says_where_it_listens(start_lookupd, start_nsqd, tmp_path, topic):
+    """As NSQ's nsqd: a client that starts nsqd and asks nsqlookupd as soon as
+    the listening lines are out finds it (and its topics), without retrying."""
+    lookupd = start_lookupd()
+    data = tmp_path / "registered"
+    nsqd = start_nsqd(data_path=data)
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    nsqd.stop()
+    nsqd = start_nsqd(f"--lookupd-tcp-address={lookupd.addresses['TCP']}", data_path=data)
+    # asked at once, no retry: the answer is what a client sees right after the listening lines
+    status, lookup = http_json("GET", f"{lookupd.http_url}/lookup?topic={topic}")
+    assert status == 200 and [p["tcp_port"] for p in lookup["producers"]] == [nsqd.tcp_hostport[1]]
+    lines = nsqd.output.splitlines()
+    adding = next(i for i, line in enumerate(lines) if f"LOOKUP({lookupd.addresses['TCP']}): adding peer" in line)
+    listening = next(i for i, line in enumerate(lines) if "TCP: listening on" in line)
+    assert adding < listening
+    assert any("peer info {TCPPort:" in line for line in lines)

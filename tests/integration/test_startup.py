@@ -10,7 +10,8 @@ import urllib.request
 
 import pytest
 
-from nsqpy.localcluster import DaemonProcess
+from nsqpy.localcluster import DaemonProcess, nsqd_process
+from tests.support.wire import http
 
 DEFERRED = ("aiohttp", "prometheus_client", "cramjam", "yarl", "multidict")
 
@@ -56,3 +57,17 @@ def test_a_request_sent_as_soon_as_the_lines_are_out_is_answered(program, tmp_pa
             pass
     finally:
         assert daemon.stop() == 0
+
+
+def test_a_busy_port_is_refused_before_the_data_dir_is_loaded(tmp_path):
+    with nsqd_process(str(tmp_path)) as daemon:
+        assert http("POST", f"{daemon.http_url}/topic/create?topic=kept")[0] == 200
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        result = subprocess.run([sys.executable, "-m", "nsqpy.cli.nsqd", f"--tcp-address={busy.getsockname()[0]}:"
+                                 f"{busy.getsockname()[1]}", "--http-address=127.0.0.1:0", f"--data-path={tmp_path}"],
+                                capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1
+    assert "TOPIC(kept)" not in result.stderr  # nothing loaded before the one line that matters
+    assert "address already in use" in result.stderr

@@ -35,6 +35,8 @@ class LookupPeer:
         self._commands: asyncio.Queue | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
+        # set once the first session has registered everything, or failed
+        self.first_attempt = asyncio.Event()
 
     @property
     def connected(self) -> bool:
@@ -73,6 +75,7 @@ class LookupPeer:
             except (OSError, asyncio.TimeoutError, EOFError, LookupdError, ValueError) as error:
                 log.error("LOOKUPD(%s): %s; reconnecting in %.1fs", self.address, error or type(error).__name__,
                           backoff)
+            self.first_attempt.set()
             if self.info is not None:
                 backoff = MIN_BACKOFF  # it worked before: retry quickly
                 self.info = None
@@ -82,6 +85,7 @@ class LookupPeer:
 
     async def _session(self) -> None:
         host, port = split_host_port(self.address)
+        self.nsqd.log.info("LOOKUP connecting to %s", self.address)
         async with asyncio.timeout(DIAL_TIMEOUT):
             reader, writer = await asyncio.open_connection(host, port)
         pending: deque[asyncio.Future] = deque()
@@ -89,11 +93,16 @@ class LookupPeer:
         try:
             writer.write(v1.MAGIC_V1)
             info = json.loads(await self._request(writer, pending, v1.identify(self._identity())))
+            if not isinstance(info, dict):
+                raise LookupdError(f"IDENTIFY answered {info!r}, not a JSON object")
             self._commands = asyncio.Queue()
             for command in self.nsqd.registration_commands():
                 await self._request(writer, pending, command)
             self.info = info
-            self.nsqd.log.info("LOOKUPD(%s): peer info %s", self.address, info)
+            self.first_attempt.set()
+            self.nsqd.log.info("LOOKUPD(%s): peer info {TCPPort:%s HTTPPort:%s Version:%s BroadcastAddress:%s}",
+                               self.address, info.get("tcp_port"), info.get("http_port"), info.get("version"),
+                               info.get("broadcast_address"))
             commands = self._commands
             while not self._stopping:
                 command = await self._next_command(commands, answers)

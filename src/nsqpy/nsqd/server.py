@@ -34,6 +34,7 @@ from .topic import Topic, TopicExiting
 
 
 NSQ_ACCEPT = {"Accept": "application/vnd.nsq; version=1.0"}
+FIRST_REGISTRATION_WAIT = 0.5  # seconds the start waits, at most, for nsqlookupd to take our registrations
 
 
 def _ms(seconds: float) -> int:
@@ -98,14 +99,20 @@ class NSQD:
         self.busy_poll = BusyPoll(self.loop, self.options.busy_poll)
         self.log.info("ID: %d", self.options.node_id)
         self._lock_data_path()
+        sockets: list = []
         try:
+            # bind first: a busy port is the one line a person sees, before any loading
+            tcp_sock, sites = self._listen_all()
+            sockets = [tcp_sock, *(sock for _, sock, _ in sites)]
+            self.tcp_address = bound_address(tcp_sock)
+            self.tcp_port = bound_port(tcp_sock)
             self._load_metadata()
             settle_interrupted(self)
             self._check_writable()
-            tcp_sock, sites = self._listen_all()
+            # as NSQ's nsqd, registered with nsqlookupd by the time it says where it listens
+            self.set_lookupd_addresses(self.options.nsqlookupd_tcp_addresses)
+            await self._first_registrations()
             self._tcp_server = await serve_tcp(lambda: V2Protocol(self), tcp_sock)
-            self.tcp_address = bound_address(tcp_sock)
-            self.tcp_port = bound_port(tcp_sock)
             self.log.info("TCP: listening on %s", self.tcp_address)
             for kind, sock, _ in sites:
                 self.log.info("%s: listening on %s", kind, bound_address(sock))
@@ -113,11 +120,14 @@ class NSQD:
                 await self._serve_http(sites)
         except BaseException as error:
             await self._close_listeners()
+            for sock in sockets:
+                sock.close()
+            for peer in self.lookup_peers.values():
+                await peer.stop()
             self._unlock_data_path()
             if isinstance(error, ListenError):
                 raise StartupError(str(error)) from None
             raise
-        self.set_lookupd_addresses(self.options.nsqlookupd_tcp_addresses)
         self._tasks = [
             self.loop.create_task(self._queue_scan_loop()),
             self.loop.create_task(self._sync_loop()),
@@ -126,6 +136,17 @@ class NSQD:
             from .statsd import StatsdPusher  # with the stats it sends: only a daemon that pushes them loads them
 
             self._tasks.append(self.loop.create_task(StatsdPusher(self).run()))
+
+    async def _first_registrations(self) -> None:
+        """Give every nsqlookupd a moment to take our registrations (a
+        millisecond on a LAN), so a client that asks it once our listening
+        lines are out finds this nsqd. An unreachable one delays the start by
+        ``FIRST_REGISTRATION_WAIT`` at most, and is retried as ever."""
+        waits = [asyncio.ensure_future(peer.first_attempt.wait()) for peer in self.lookup_peers.values()]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=FIRST_REGISTRATION_WAIT)
+            for wait in pending:
+                wait.cancel()
 
     def _listen_all(self) -> tuple:
         """Bind every listener before announcing any, as NSQ does, so that a
@@ -275,11 +296,11 @@ class NSQD:
         wanted = list(dict.fromkeys(addresses))
         for address in list(self.lookup_peers):
             if address not in wanted:
-                self.log.info("LOOKUP: removing peer %s", address)
+                self.log.info("LOOKUP(%s): removing peer", address)
                 self.loop.create_task(self.lookup_peers.pop(address).stop())
         for address in wanted:
             if address not in self.lookup_peers:
-                self.log.info("LOOKUP: adding peer %s", address)
+                self.log.info("LOOKUP(%s): adding peer", address)
                 peer = self.lookup_peers[address] = LookupPeer(self, address)
                 peer.start()
 
