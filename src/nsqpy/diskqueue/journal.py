@@ -41,7 +41,11 @@ class Journal:
         self._file: BinaryIO | None = None
 
     def load(self) -> dict[tuple[int, int], int]:
-        """Every record's last state; a torn last entry is cut off."""
+        """Every record's last state; a torn last entry is cut off. A queue
+        without a journal opens nothing (a topic can be created while the
+        process is out of descriptors)."""
+        if not os.path.exists(self.path):
+            return {}
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
