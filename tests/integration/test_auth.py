@@ -71,13 +71,15 @@ def test_auth_server_down_fails_closed(start_nsqd):
 
 
 def test_expired_grants_are_checked_again(start_nsqd, auth_server, topic):
-    auth_server.grants["short"] = grant(ttl=1)
+    # 3 s: the first PUB is still within the grant (no second request yet), on a busy machine too
+    auth_server.grants["short"] = grant(ttl=3)
     daemon = start_nsqd(f"--auth-http-address={auth_server.address}")
     with authed(daemon, b"short") as c:
         c.response()
+        granted = time.monotonic()
         c.publish(topic, b"first")
-        auth_server.grants["short"] = grant(topic="^nothing$", ttl=1)  # revoked at the server
-        time.sleep(1.2)
+        auth_server.grants["short"] = grant(topic="^nothing$", ttl=3)  # revoked at the server
+        time.sleep(max(0.0, granted + 3.2 - time.monotonic()))
         c.send(cmd.pub(topic, b"after expiry"))
         error = c.error()
         assert error.code == "E_UNAUTHORIZED"

@@ -24,7 +24,7 @@ def rss(pid: int) -> int:
 
 def consume_all(daemon, count: int) -> list[int]:
     """Sequence numbers in arrival order, FINing everything (a lean reader: 1M frames)."""
-    sock = socket.create_connection(daemon.tcp_hostport, timeout=10)
+    sock = socket.create_connection(daemon.tcp_hostport, timeout=60)
     sock.sendall(MAGIC_V2 + cmd.sub("big", "offline") + cmd.rdy(2500))
     order, buffer = [], b""
     while len(order) < count:

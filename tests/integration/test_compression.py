@@ -28,7 +28,7 @@ def test_our_client_publishes_and_consumes_compressed(nsqd, topic, options):
 
         consumer = Consumer(topic, "ch", handler, config=config)
         await consumer.connect_to_nsqd(nsqd.tcp_address)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(30):
             while len(received) < len(bodies):
                 await asyncio.sleep(0.02)
         _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")

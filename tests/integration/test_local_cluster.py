@@ -17,7 +17,7 @@ def start_cluster(tmp_path, nodes: int):
                                 f"--data-path={tmp_path}", "--ephemeral-ports"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     daemons = {}
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while len(daemons) < nodes + 2 and time.monotonic() < deadline:
         match = STATUS.match(process.stdout.readline())
         if match:
@@ -60,6 +60,6 @@ def test_cluster_stops_everything_when_a_node_dies(tmp_path):
         os.kill(daemons["nsqd0"]["pid"], signal.SIGKILL)
         assert process.wait(30) == 1
         assert "nsqd exited" in process.stderr.read()
-        wait_until(lambda: not alive(daemons["nsqlookupd"]["pid"]), timeout=10)
+        wait_until(lambda: not alive(daemons["nsqlookupd"]["pid"]), timeout=30)
     finally:
         process.kill()

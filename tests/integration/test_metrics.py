@@ -94,7 +94,7 @@ def test_nsqlookupd_and_nsqadmin_metrics(start_lookupd, start_nsqd, topic):
         samples = scrape(lookupd.http_url)
         return samples if samples[("nsqlookupd_channels", frozenset())] == 1 else None
 
-    samples = wait_until(registered, timeout=10)
+    samples = wait_until(registered, timeout=30)
     assert samples[("nsqlookupd_nsqd_nodes", frozenset())] == 1
     assert samples[("nsqlookupd_topics", frozenset())] == 1
     assert samples[("nsqlookupd_topic_producers", frozenset({"topic": topic}.items()))] == 1

@@ -64,7 +64,7 @@ def test_prometheus_reads_the_channel_depth(nsqd, prometheus, topic):
     base_url = prometheus(nsqd.http_address)
 
     promql = f'nsqd_channel_depth{{topic="{topic}",channel="ch"}}'
-    [series] = wait_until(lambda: query(base_url, promql), timeout=30, interval=0.5)
+    [series] = wait_until(lambda: query(base_url, promql), timeout=60, interval=0.5)
     assert series["metric"]["job"] == "nsqd"
     assert series["metric"]["instance"] == nsqd.http_address
     assert float(series["value"][1]) == 7
@@ -87,7 +87,7 @@ def test_the_grafana_dashboard_queries_what_nsqd_exposes(start_nsqd, prometheus,
         wait_until(lambda: b"nsqd_channel_e2e_processing_latency_seconds{" in
                    http("GET", f"{nsqd.http_url}/metrics")[2])
     base_url = prometheus(nsqd.http_address)
-    wait_until(lambda: query(base_url, "nsqd_channel_depth"), timeout=30, interval=0.5)
+    wait_until(lambda: query(base_url, "nsqd_channel_depth"), timeout=60, interval=0.5)
     status, _, body = http("GET", f"{base_url}/api/v1/label/__name__/values")
     known = set(json.loads(body)["data"])
 

@@ -39,7 +39,7 @@ def receive(sock) -> bytes:
 
 def upgraded(daemon, context, **identify) -> tuple[ssl.SSLSocket, FrameReader]:
     """IDENTIFY with tls_v1, read the plain answer, handshake, read the OK over TLS."""
-    sock = socket.create_connection(daemon.tcp_hostport, timeout=5)
+    sock = socket.create_connection(daemon.tcp_hostport, timeout=15)
     sock.sendall(MAGIC_V2 + cmd.identify({"feature_negotiation": True, "tls_v1": True, **identify}))
     frames = FrameReader()
     while not (answer := frames.feed(receive(sock), limit=1)):
@@ -89,7 +89,7 @@ def test_tls_required_refuses_plain_commands_and_plain_http(start_nsqd, certs, t
     https_port = int(daemon.addresses["HTTPS"].rsplit(":", 1)[1])
     assert (status, json.loads(body)) == (403, {"message": "TLS_REQUIRED", "https_port": https_port})
     with urllib.request.urlopen(f"https://{daemon.addresses['HTTPS']}/ping", context=client_context(certs),
-                                timeout=5) as response:
+                                timeout=15) as response:
         assert response.read() == b"OK"
     tls, frames = upgraded(daemon, client_context(certs))
     assert request(tls, frames, cmd.pub(topic, b"over tls")) == [(0, b"OK")]
@@ -147,7 +147,7 @@ def test_our_client_over_tls(start_nsqd, certs, topic, features):
 
         consumer = Consumer(topic, "ch", handler, config=config)
         await consumer.connect_to_nsqd(daemon.tcp_address)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(30):
             while len(received) < 50:
                 await asyncio.sleep(0.02)
         _, stats = http_json("GET", f"{daemon.http_url}/stats?format=json&topic={topic}")

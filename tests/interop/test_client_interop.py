@@ -16,7 +16,7 @@ PEERS = Path(__file__).parent / "peers"
 
 def peer(script: str, *args: str) -> str:
     result = subprocess.run([sys.executable, str(PEERS / script), *args], capture_output=True, text=True,
-                            timeout=60, cwd=PEERS)
+                            timeout=90, cwd=PEERS)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -46,7 +46,7 @@ def test_a_gnsq_producer_feeds_our_consumer(nsqd):
     async def consume():
         consumer = Consumer("from_gnsq", "ours", handler, config=Config(max_in_flight=20))
         await consumer.connect_to_nsqd(nsqd.tcp_address)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(30):
             while len(received) < 40:
                 await asyncio.sleep(0.02)
         await consumer.stop()

@@ -29,7 +29,7 @@ class Cluster:
         status, data = http_json("GET", f"{lookupd.http_url}/lookup?topic={topic}")
         return {p["tcp_port"] for p in data["producers"]} if status == 200 else set()
 
-    def wait_registered(self, topic, nsqds, timeout=10):
+    def wait_registered(self, topic, nsqds, timeout=30):
         ports = {n.tcp_hostport[1] for n in nsqds}
         for lookupd in self.lookupds:
             wait_until(lambda: self.producers(lookupd, topic) == ports, timeout=timeout)
@@ -45,7 +45,7 @@ def cluster(tmp_path):
 def consume(peer: str, topic: str, channel: str, count: int, lookupds) -> list[str]:
     urls = [f"http://{l.http_address}" for l in lookupds]
     result = subprocess.run([sys.executable, str(PEERS / f"{peer}_lookupd_peer.py"), topic, channel, str(count),
-                             *urls], capture_output=True, text=True, timeout=60, cwd=PEERS)
+                             *urls], capture_output=True, text=True, timeout=90, cwd=PEERS)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
@@ -76,11 +76,11 @@ def test_lookupd_follows_deletes_kills_and_its_own_restart(cluster):
 
     # a topic deleted on one nsqd: that nsqd leaves /lookup at once, on every lookupd
     assert http("POST", f"{c.nsqds[1].http_url}/topic/delete?topic={topic}")[0] == 200
-    c.wait_registered(topic, [c.nsqds[0], c.nsqds[2]], timeout=2)
+    c.wait_registered(topic, [c.nsqds[0], c.nsqds[2]], timeout=10)  # not the 5 min inactivity timeout
 
     # a killed nsqd: its connections close and lookupd drops it
     c.nsqds[2].kill()
-    c.wait_registered(topic, [c.nsqds[0]], timeout=3)
+    c.wait_registered(topic, [c.nsqds[0]], timeout=10)
 
     # a restarted lookupd, on the same address, is repopulated by the nsqd still alive
     old = c.lookupds[0]
@@ -89,7 +89,7 @@ def test_lookupd_follows_deletes_kills_and_its_own_restart(cluster):
     replacement = nsqlookupd_process(f"--tcp-address={address}").start()
     try:
         c.lookupds[0] = replacement
-        c.wait_registered(topic, [c.nsqds[0]], timeout=10)
+        c.wait_registered(topic, [c.nsqds[0]], timeout=30)
     finally:
         replacement.stop()
 
@@ -104,7 +104,7 @@ def test_a_hung_nsqd_leaves_lookup_after_the_inactivity_timeout(cluster):
     hung = c.nsqds[1]
     hung.process.send_signal(signal.SIGSTOP)  # its TCP connection stays open, it just stops talking
     try:
-        c.wait_registered(topic, [c.nsqds[0]], timeout=30)
+        c.wait_registered(topic, [c.nsqds[0]], timeout=45)
     finally:
         hung.process.send_signal(signal.SIGCONT)
 
@@ -127,4 +127,4 @@ def test_a_new_topic_gets_the_channels_lookupd_knows_before_its_first_message(cl
         channels = s["topics"][0]["channels"]
         return channels and channels[0]["channel_name"] == "archive" and channels[0]["depth"] == 1
 
-    wait_until(archive_depth, timeout=5)
+    wait_until(archive_depth, timeout=15)

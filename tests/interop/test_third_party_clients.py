@@ -27,7 +27,7 @@ def certs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def interop_nsqd(tmp_path_factory, certs):
-    with nsqd_process(str(tmp_path_factory.mktemp("interop")), "--msg-timeout=1s",
+    with nsqd_process(str(tmp_path_factory.mktemp("interop")), "--msg-timeout=2s",
                       f"--tls-cert={certs.server_cert}", f"--tls-key={certs.server_key}") as daemon:
         yield daemon
 
@@ -45,14 +45,14 @@ def test_third_party_client_publishes_and_consumes(interop_nsqd, certs, peer, fe
     topic = f"interop_{peer}_{features.replace(',', '_')}"
     extra = [] if features == "plain" else [features, certs.ca]
     result = subprocess.run([sys.executable, str(PEERS / f"{peer}_peer.py"), interop_nsqd.tcp_address, topic,
-                             *extra], capture_output=True, text=True, timeout=60, cwd=PEERS)
+                             *extra], capture_output=True, text=True, timeout=90, cwd=PEERS)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     deliveries = report["deliveries"]
     assert report["finished"] == ALL_BODIES, result.stderr[-3000:]
     assert sorted(deliveries) == ALL_BODIES
     assert deliveries["req-me"] == [1, 2]  # requeued once, redelivered with attempts counted
-    assert deliveries["touch-me"] == [1]  # touched past the 1 s timeout: never redelivered
+    assert deliveries["touch-me"] == [1]  # touched past the 2 s timeout: never redelivered
     assert all(deliveries[b] == [1] for b in ALL_BODIES if b not in ("req-me",))
     assert report["deferred_after"] >= 0.3 or peer == "gnsq"  # gnsq publishes before consuming
 
@@ -68,9 +68,9 @@ def test_third_party_client_with_auth(tmp_path, peer):
     server = AuthServer()
     server.grants["interop"] = grant()
     try:
-        with nsqd_process(str(tmp_path), "--msg-timeout=1s", f"--auth-http-address={server.address}") as daemon:
+        with nsqd_process(str(tmp_path), "--msg-timeout=2s", f"--auth-http-address={server.address}") as daemon:
             result = subprocess.run([sys.executable, str(PEERS / f"{peer}_peer.py"), daemon.tcp_address,
-                                     f"auth_{peer}", "auth"], capture_output=True, text=True, timeout=60, cwd=PEERS)
+                                     f"auth_{peer}", "auth"], capture_output=True, text=True, timeout=90, cwd=PEERS)
             assert result.returncode == 0, result.stderr[-3000:]
             assert json.loads(result.stdout)["finished"] == ALL_BODIES
             assert {r["secret"] for r in server.requests} == {"interop"}
@@ -81,11 +81,11 @@ def test_third_party_client_with_auth(tmp_path, peer):
 @pytest.mark.interop
 @pytest.mark.parametrize("peer", ["pynsq"])  # gnsq's Producer cannot upgrade, and a certificate policy requires TLS
 def test_third_party_client_with_a_client_certificate_required(tmp_path, certs, peer):
-    with nsqd_process(str(tmp_path), "--msg-timeout=1s", f"--tls-cert={certs.server_cert}",
+    with nsqd_process(str(tmp_path), "--msg-timeout=2s", f"--tls-cert={certs.server_cert}",
                       f"--tls-key={certs.server_key}", "--tls-client-auth-policy=require-verify",
                       f"--tls-root-ca-file={certs.ca}") as daemon:
         result = subprocess.run([sys.executable, str(PEERS / f"{peer}_peer.py"), daemon.tcp_address,
                                  f"mutual_{peer}", "tls,client_cert", certs.ca, certs.client_cert, certs.client_key],
-                                capture_output=True, text=True, timeout=60, cwd=PEERS)
+                                capture_output=True, text=True, timeout=90, cwd=PEERS)
         assert result.returncode == 0, result.stderr[-3000:]
         assert json.loads(result.stdout)["finished"] == ALL_BODIES

@@ -47,7 +47,7 @@ class Cluster:
         def registered():
             status, answer = http_json("GET", f"{self.lookupd.http_url}/lookup?topic={topic}")
             return status == 200 and len(answer["producers"]) == producers
-        wait_until(registered, timeout=10)
+        wait_until(registered, timeout=30)
 
 
 def start_cluster(stack: contextlib.ExitStack, data_dir, nsqd_count: int = 2, *nsqd_args: str) -> Cluster:
@@ -60,7 +60,7 @@ def start_cluster(stack: contextlib.ExitStack, data_dir, nsqd_count: int = 2, *n
             str(path), f"--lookupd-tcp-address={lookupd.tcp_address}", *nsqd_args)))
     cluster = Cluster(lookupd, nsqds)
     wait_until(lambda: len(http_json("GET", f"{lookupd.http_url}/nodes")[1]["producers"]) == nsqd_count,
-               timeout=10)
+               timeout=30)
     return cluster
 
 
@@ -96,7 +96,7 @@ class NotificationSink:
 
 
 def call(admin: DaemonProcess, method: str, path: str, body=None, headers: dict | None = None,
-         timeout: float = 10.0) -> tuple[int, dict | None]:
+         timeout: float = 30.0) -> tuple[int, dict | None]:
     """One JSON API call to nsqadmin -> (status, decoded JSON or None)."""
     data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
     request = urllib.request.Request(admin.http_url + path, data=data, method=method, headers=headers or {})

@@ -4,6 +4,7 @@ change the daemons' state."""
 
 import pytest
 
+from nsqpy.protocol import commands as cmd
 from tests.nsqadmin.helpers import call
 from tests.support.wire import http_json, wait_until
 
@@ -135,7 +136,7 @@ def test_delete_channel_then_topic(admin, cluster, spread_topic):
     assert all(cluster.nsqd_topic(i, spread_topic)["channels"] == [] for i in (0, 1))
     assert call(admin, "DELETE", f"/api/topics/{spread_topic}") == (200, {"message": ""})
     assert cluster.nsqd_topic(0, spread_topic) is None and cluster.nsqd_topic(1, spread_topic) is None
-    wait_until(lambda: spread_topic not in cluster.lookupd_topics(), timeout=5)
+    wait_until(lambda: spread_topic not in cluster.lookupd_topics(), timeout=15)
 
 
 def test_create_topic_and_channel(admin, cluster, topic):
@@ -182,23 +183,24 @@ def test_bad_requests_get_nsq_codes(admin, method, path, body, expected):
 
 def test_v1_conventions(admin):
     import urllib.request
-    with urllib.request.urlopen(admin.http_url + "/api/topics", timeout=5) as response:
+    with urllib.request.urlopen(admin.http_url + "/api/topics", timeout=30) as response:
         assert response.headers["X-NSQ-Content-Type"] == "nsq; version=1.0"
         assert response.headers["Content-Type"] == "application/json; charset=utf-8"
-    with urllib.request.urlopen(admin.http_url + "/ping", timeout=5) as response:
+    with urllib.request.urlopen(admin.http_url + "/ping", timeout=30) as response:
         assert response.read() == b"OK"
 
 
 def test_history_gives_rates_and_drain_time(admin, cluster, spread_topic, consumer):
     history = f"/api/history/topics/{spread_topic}/ch"
-    wait_until(lambda: call(admin, "GET", history)[1]["points"], timeout=10)  # sampled while still queued
+    wait_until(lambda: call(admin, "GET", history)[1]["points"], timeout=30)  # sampled while still queued
     conn = consumer(0, spread_topic, "ch", rdy=100)
-    conn.drain(quiet=0.5)  # finishes nsqd0's three
+    for message in conn.messages(3):  # finishes nsqd0's three
+        conn.send(cmd.fin(message.id))
 
     def sampled():
         status, answer = call(admin, "GET", f"/api/history/topics/{spread_topic}/ch")
         return answer if status == 200 and any(p["rate_out"] > 0 for p in answer["points"]) else None
-    answer = wait_until(sampled, timeout=10)
+    answer = wait_until(sampled, timeout=30)
     assert answer["interval"] == 0.2 and answer["retention"] == 3600
     assert answer["points"][-1]["depth"] == 2  # nsqd1's two are still queued
     assert answer["rate_out"] > 0

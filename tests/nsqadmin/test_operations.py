@@ -75,7 +75,7 @@ def test_each_action_is_notified(cluster, start_admin, notifications, topic):
     call(admin, "POST", f"/api/topics/{topic}", {"action": "empty"})
     call(admin, "POST", "/api/topics", {"topic": topic, "channel": "new"})
     call(admin, "DELETE", f"/api/nodes/{cluster.node(0)}", {"topic": topic})
-    wait_until(lambda: len(notifications.received) == 5, timeout=5)
+    wait_until(lambda: len(notifications.received) == 5, timeout=15)
     by_action = {n["action"]: n for n in notifications.received}
     assert set(by_action) == {"pause_channel", "empty_topic", "create_topic", "create_channel",
                               "tombstone_topic_producer"}

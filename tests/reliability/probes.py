@@ -19,7 +19,7 @@ def hostport_of(address: str) -> tuple[str, int]:
 
 
 def _connect(hostport, magic: bytes = MAGIC_V2) -> socket.socket:
-    sock = socket.create_connection(hostport, timeout=5)
+    sock = socket.create_connection(hostport, timeout=15)
     if magic:
         sock.sendall(magic)
     return sock
@@ -27,7 +27,7 @@ def _connect(hostport, magic: bytes = MAGIC_V2) -> socket.socket:
 
 def _identify_heartbeat(sock: socket.socket, interval_ms: int) -> None:
     sock.sendall(commands.identify({"heartbeat_interval": interval_ms}))
-    _read_frames_until(sock, lambda frames: frames, 5)
+    _read_frames_until(sock, lambda frames: frames, 15)
 
 
 def _read_frames_until(sock: socket.socket, done, timeout: float) -> list:
@@ -119,12 +119,21 @@ def hang_up_mid_body(hostport, body_prefix: bytes = b"PUB cut\n" + struct.pack("
     with _connect(hostport) as sock:
         sock.sendall(body_prefix)
         sock.shutdown(socket.SHUT_WR)
-        return dropped_after(sock, time.monotonic(), limit=5)[1]
+        return dropped_after(sock, time.monotonic(), limit=15)[1]
 
 
-def simultaneous_connects(hostport, count: int, timeout: float = 10.0) -> tuple[float, int]:
+def _retransmissions(sock: socket.socket) -> int:
+    """Segments the kernel sent again on ``sock`` (TCP_INFO's tcpi_total_retrans):
+    for a connect, SYNs that went unanswered for the initial RTO (one second)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    return struct.unpack_from("=I", info, 100)[0]
+
+
+def simultaneous_connects(hostport, count: int, timeout: float = 10.0) -> tuple[float, int, int]:
     """Open ``count`` non-blocking connections at once; -> (seconds until all
-    are established, how many were)."""
+    are established, how many were, how many of them had a SYN sent again:
+    dropped by a full backlog, retried after a second, whatever the
+    machine's load)."""
     import selectors
 
     socks = []
@@ -138,7 +147,7 @@ def simultaneous_connects(hostport, count: int, timeout: float = 10.0) -> tuple[
             selector.register(sock, selectors.EVENT_WRITE)
             socks.append(sock)
         pending = count
-        established = 0
+        established = retried = 0
         deadline = started + timeout
         while pending and time.monotonic() < deadline:
             for key, _ in selector.select(max(deadline - time.monotonic(), 0)):
@@ -146,7 +155,8 @@ def simultaneous_connects(hostport, count: int, timeout: float = 10.0) -> tuple[
                 pending -= 1
                 if key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
                     established += 1
-        return time.monotonic() - started, established
+                    retried += _retransmissions(key.fileobj) > 0
+        return time.monotonic() - started, established, retried
     finally:
         selector.close()
         for sock in socks:

@@ -2,7 +2,11 @@
 burst of 2,000 connects is queued by the kernel instead of retried after a
 dropped SYN (one second each). The daemon is stopped (SIGSTOP) during the
 burst, as a busy one would be: only the listen backlog can hold the
-connections then."""
+connections then.
+
+"Within a second" is checked where it is decided, not on the clock (a busy
+machine may take that long just to open 2,000 sockets): no connect had a SYN
+sent again, which the kernel does only after one second without an answer."""
 
 import contextlib
 import os
@@ -36,17 +40,18 @@ def test_nsqd_accepts_2000_simultaneous_connects_within_a_second(nsqd_with_https
     nsqd_with_https.wait_for_log("HTTPS: listening on")
     address = nsqd_with_https.addresses[listener]
     with frozen(nsqd_with_https):
-        elapsed, established = simultaneous_connects(hostport_of(address), CONNECTS, timeout=3.0)
-    print(f"nsqd {listener}: {CONNECTS} connects in {elapsed:.3f}s")
+        elapsed, established, retried = simultaneous_connects(hostport_of(address), CONNECTS, timeout=10.0)
+    print(f"nsqd {listener}: {CONNECTS} connects in {elapsed:.3f}s, {retried} SYN retried")
     assert established == CONNECTS
-    assert elapsed < 1.0
+    assert retried == 0
 
 
 @pytest.mark.parametrize("listener", ["TCP", "HTTP"])
 def test_nsqlookupd_accepts_2000_simultaneous_connects_within_a_second(start_lookupd, listener):
     lookupd = start_lookupd()
     with frozen(lookupd):
-        elapsed, established = simultaneous_connects(hostport_of(lookupd.addresses[listener]), CONNECTS, timeout=3.0)
-    print(f"nsqlookupd {listener}: {CONNECTS} connects in {elapsed:.3f}s")
+        elapsed, established, retried = simultaneous_connects(hostport_of(lookupd.addresses[listener]), CONNECTS,
+                                                              timeout=10.0)
+    print(f"nsqlookupd {listener}: {CONNECTS} connects in {elapsed:.3f}s, {retried} SYN retried")
     assert established == CONNECTS
-    assert elapsed < 1.0
+    assert retried == 0

@@ -61,9 +61,9 @@ def test_a_client_that_never_reads_is_dropped_after_one_heartbeat_interval(nsqd)
     done = threading.Event()
     hostile = in_thread(lambda: (pipeline_without_reading(nsqd.tcp_hostport, BOGUS_FIN, 3_000_000, 10.0, setup),
                                  done.set()))
-    line = nsqd.wait_for_log("did not read its replies in time", timeout=15)
+    line = nsqd.wait_for_log("did not read its replies in time", timeout=30)
     assert "closing" in line
-    hostile(30)
+    hostile(60)
     assert done.is_set()
 
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.reliability
 
 def raw_http(address: str, request: bytes) -> bytes:
     host, _, port = address.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=5) as sock:
+    with socket.create_connection((host, int(port)), timeout=15) as sock:
         sock.sendall(request)  # the server closes after an error (no half-close: aiohttp drops those)
         chunks = []
         while chunk := sock.recv(65536):
@@ -83,8 +83,9 @@ def test_a_command_line_must_fit_nsqds_read_buffer_with_its_newline(shared_nsqd,
 def test_bad_parameters_are_refused_before_the_body_arrives(shared_nsqd, header, code):
     with WireConn(shared_nsqd.tcp_hostport) as conn:
         conn.send(header + struct.pack(">i", 100) + b"only part of the body")
-        assert conn.error(timeout=1.0).code == code
-        conn.expect_closed(timeout=1.0)
+        # at once, not at the read deadline (twice the default 30 s heartbeat) that a wait for the body would hit
+        assert conn.error(timeout=10).code == code
+        conn.expect_closed(timeout=10)
 
 
 def test_long_urls_are_accepted_as_go_does(shared_nsqd):

@@ -1,5 +1,10 @@
 """A blocking V2 connection for tests: exact bytes out, decoded frames in,
-every read bounded by a timeout."""
+every read bounded by a timeout.
+
+The default timeouts (reads, HTTP calls, ``wait_until``) are generous: CI may
+run the suite on two cores busy with other work, and each is a wait for
+something that should happen, which ends as soon as it does. A check that
+something does *not* happen passes its own, shorter, window."""
 
 import json
 import socket
@@ -41,7 +46,7 @@ class _Connection:
 
 
 class WireConn(_Connection):
-    def __init__(self, hostport: tuple[str, int], *, magic: bytes = MAGIC_V2, timeout: float = 5.0):
+    def __init__(self, hostport: tuple[str, int], *, magic: bytes = MAGIC_V2, timeout: float = 15.0):
         self.reader = FrameReader()
         self.frames: list[tuple[int, bytes]] = []
         self.heartbeats = 0
@@ -140,7 +145,7 @@ class WireConn(_Connection):
         self.expect_ok()
 
 
-def http(method: str, url: str, body: bytes | None = None, timeout: float = 5.0):
+def http(method: str, url: str, body: bytes | None = None, timeout: float = 15.0):
     """-> (status, headers, body) for any status."""
     request = urllib.request.Request(url, data=body, method=method)
     try:
@@ -155,7 +160,9 @@ def http_json(method: str, url: str, body: bytes | None = None):
     return status, json.loads(data) if data else None
 
 
-def wait_until(predicate, timeout: float = 5.0, interval: float = 0.02):
+def wait_until(predicate, timeout: float = 15.0, interval: float = 0.02):
+    """The first true value of ``predicate()``, polled every ``interval``;
+    TimeoutError once ``timeout`` seconds passed without one."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -169,7 +176,7 @@ def wait_until(predicate, timeout: float = 5.0, interval: float = 0.02):
 class LookupConn(_Connection):
     """A blocking V1 connection to nsqlookupd, as nsqd holds one."""
 
-    def __init__(self, hostport: tuple[str, int], *, magic: bytes = b"  V1", timeout: float = 5.0):
+    def __init__(self, hostport: tuple[str, int], *, magic: bytes = b"  V1", timeout: float = 15.0):
         from nsqpy.protocol.lookup import ResponseReader
 
         self.reader = ResponseReader()

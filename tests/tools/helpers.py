@@ -89,20 +89,32 @@ def create_channel(nsqd, topic: str, channel: str) -> None:
 
 
 def drain(nsqd, topic: str, channel: str, quiet: float = 1.0) -> list[bytes]:
-    """FIN and return everything the channel delivers until it goes quiet."""
+    """FIN and return everything the channel delivers: as many messages as
+    /stats says it holds (once none is in flight), each waited for however
+    long a busy machine takes, then any more until none comes for ``quiet``
+    seconds (there should be none)."""
+    held = 0
+    if channel_stats(nsqd, topic, channel):
+        settled = wait_settled(nsqd, topic, channel)
+        held = settled["depth"] + settled["deferred_count"]
     with WireConn(nsqd.tcp_hostport) as conn:
         conn.identify(feature_negotiation=True)
         conn.subscribe(topic, channel, rdy=2500)
-        return conn.drain(quiet)
+        bodies = []
+        for _ in range(held):
+            message = conn.message(timeout=15)
+            bodies.append(message.body)
+            conn.send(commands.fin(message.id))
+        return bodies + conn.drain(quiet)
 
 
-def wait_settled(nsqd, topic: str, channel: str, timeout: float = 15.0) -> dict:
+def wait_settled(nsqd, topic: str, channel: str, timeout: float = 30.0) -> dict:
     """The channel once nothing is in flight (timed-out messages back in its queue)."""
     return wait_until(lambda: (lambda s: s if s and s["in_flight_count"] == 0 else None)(
         channel_stats(nsqd, topic, channel)), timeout)
 
 
-def eventually(predicate, timeout: float = 15.0):
+def eventually(predicate, timeout: float = 30.0):
     return wait_until(predicate, timeout, interval=0.05)
 
 

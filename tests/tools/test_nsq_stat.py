@@ -18,7 +18,7 @@ def test_columns_summed_over_the_topics_nsqd(start_lookupd, start_nsqd, topic):
         create_channel(node, topic, "stat")
         publish(node, topic, [b"m"] * count)
     wait_until(lambda: len(http_json("GET", f"{lookupd.http_url}/lookup?topic={topic}")[1].get("producers") or []) == 2,
-               10)
+               30)
     result = run_tool("nsq_stat", f"--topic={topic}", "--channel=stat", f"--lookupd-http-address={lookupd.http_address}",
                       "--interval=100ms", "--count=3")
     assert result.returncode == 0, result.stderr.decode()

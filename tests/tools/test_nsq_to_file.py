@@ -121,10 +121,10 @@ def test_rotation_by_interval(nsqd, topic, out, start_tool):
     publish(nsqd, topic, [b"late"])
     all_finished(nsqd, topic, 2)
     assert tool.stop() == 0
-    names = sorted(os.listdir(out))
-    assert len(names) >= 2
-    assert (out / names[0]).read_bytes() == b"early\n"
-    assert (out / names[-1]).read_bytes() == b"late\n"
+    # an interval may also have ended before "early" came (a busy machine) or between the two, with
+    # nothing written: NSQ leaves those files empty
+    contents = [(out / name).read_bytes() for name in sorted(os.listdir(out))]
+    assert [content for content in contents if content] == [b"early\n", b"late\n"]
 
 
 def test_work_dir_moves_without_overwriting(nsqd, topic, tmp_path, start_tool):
@@ -229,7 +229,10 @@ def test_empty_files_as_nsq_makes_them_unless_skipped(nsqd, topic, out, start_to
         tool = start_tool("nsq_to_file", *archive_args(nsqd, topic, out, "--datetime-format=%Y",
                                                          f"--skip-empty-files={str(skip).lower()}"))
         tool.wait_for_log("connected to")
-        time.sleep(0.4)  # a few sync intervals, no message
+        if skip:
+            time.sleep(0.5)  # a few sync intervals, no message: no file
+        else:
+            eventually(lambda: os.listdir(out))  # made at the first sync interval, however late that comes
         assert tool.stop() == 0
         assert len(os.listdir(out)) == expected
         for name in os.listdir(out):

@@ -32,7 +32,7 @@ class Recorded:
         self.answer, self.answered_at = "REQ", time.monotonic()
 
 
-async def run_until_answered(workers: Workers, messages, timeout: float = 10) -> None:
+async def run_until_answered(workers: Workers, messages, timeout: float = 30) -> None:
     workers.start(asyncio.get_running_loop())
     try:
         for start in range(0, len(messages), 100):  # as reads bring them
@@ -66,7 +66,7 @@ def test_returning_finishes_and_raising_requeues(handler, concurrency, caplog):
 
 
 def test_plain_handlers_share_out_the_queue_over_their_threads():
-    barrier = threading.Barrier(4, timeout=5)
+    barrier = threading.Barrier(4, timeout=30)
 
     def meet(message):
         message.thread = threading.current_thread().name
@@ -79,7 +79,7 @@ def test_plain_handlers_share_out_the_queue_over_their_threads():
     async def main():
         workers.start(asyncio.get_running_loop())
         workers.deliver(messages)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(30):
             while any(m.answer is None for m in messages):
                 await asyncio.sleep(0.005)
         workers.stop()
@@ -97,7 +97,7 @@ def test_a_blocked_handler_holds_back_no_other_message():
 
     def first_waits_for_the_rest(message):
         if message.number == 0:
-            assert rest_handled.wait(5), "a message was held behind the blocked handler"
+            assert rest_handled.wait(30), "a message was held behind the blocked handler"
         elif sum(m.handled_at > 0 for m in messages) == len(messages) - 2:
             rest_handled.set()
         message.handled_at = time.monotonic()

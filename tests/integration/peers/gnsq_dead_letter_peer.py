@@ -38,6 +38,6 @@ def read_dead(consumer, message):
 
 
 for consumer in (failing, reader):
-    gevent.spawn_later(20, consumer.close)
-gevent.joinall([gevent.spawn(failing.start), gevent.spawn(reader.start)], timeout=25)
+    gevent.spawn_later(60, consumer.close)  # a fallback: it stops once the dead letters came
+gevent.joinall([gevent.spawn(failing.start), gevent.spawn(reader.start)], timeout=65)
 print(json.dumps({"attempts": attempts, "dead": dead}))

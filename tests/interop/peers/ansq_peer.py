@@ -53,4 +53,4 @@ async def main(address: str, topic: str, compression: dict) -> None:
 
 
 compression = {sys.argv[3]: True} if len(sys.argv) > 3 else {}  # snappy or deflate
-asyncio.run(asyncio.wait_for(main(sys.argv[1], sys.argv[2], compression), 25))
+asyncio.run(asyncio.wait_for(main(sys.argv[1], sys.argv[2], compression), 45))

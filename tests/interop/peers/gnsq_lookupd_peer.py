@@ -23,6 +23,6 @@ def handler(consumer, message):
         gevent.spawn_later(0.3, consumer.close)
 
 
-gevent.spawn_later(25, consumer.close)
+gevent.spawn_later(45, consumer.close)  # a fallback: it stops once all arrived
 consumer.start(block=True)
 json.dump(sorted(set(bodies)), sys.stdout)

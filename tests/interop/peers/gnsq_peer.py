@@ -66,6 +66,6 @@ def handler(consumer, message):
     finished(message.body)
 
 
-gevent.spawn_later(25, consumer.close)
+gevent.spawn_later(45, consumer.close)  # a fallback: it stops once everything is finished
 consumer.start(block=True)
 record.report()

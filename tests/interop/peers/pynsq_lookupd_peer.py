@@ -20,6 +20,6 @@ def handler(message):
 
 nsq.Reader(topic=topic, channel=channel, message_handler=handler, lookupd_http_addresses=lookupds,
            lookupd_poll_interval=1, max_in_flight=10)
-loop.call_later(25, loop.stop)
+loop.call_later(45, loop.stop)  # a fallback: it stops once all arrived
 loop.start()
 json.dump(sorted(set(bodies)), sys.stdout)

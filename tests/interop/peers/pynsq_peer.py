@@ -60,6 +60,6 @@ def stop_if_done():
 reader = nsq.Reader(topic=topic, channel="pynsq", message_handler=handler, nsqd_tcp_addresses=[address],
                     max_in_flight=20, max_backoff_duration=1, heartbeat_interval=1, **features)
 loop.call_later(0.5, publish)
-loop.call_later(25, loop.stop)
+loop.call_later(45, loop.stop)  # a fallback: it stops once everything is finished
 loop.start()
 record.report()

@@ -19,6 +19,6 @@ def handler(message):
 
 
 nsq.Reader(topic=topic, channel="pynsq", message_handler=handler, nsqd_tcp_addresses=[address], max_in_flight=50)
-loop.call_later(20, loop.stop)
+loop.call_later(45, loop.stop)  # a fallback: it stops once all arrived
 loop.start()
 json.dump(bodies, sys.stdout)
