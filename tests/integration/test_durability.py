@@ -29,10 +29,21 @@ def small_filesystem(tmp_path):
 
 
 def drain(daemon, topic: str, count: int) -> list[bytes]:
+    """``count`` messages FINished, and then no more (waits on the messages
+    themselves, not on a quiet second, which a busy machine can fake)."""
     with WireConn(daemon.tcp_hostport) as c:
         c.subscribe(topic, "ch", rdy=100)
-        bodies = c.drain(quiet=1.0)
-    assert len(bodies) == count, (len(bodies), count)
+        bodies = received(c, count)
+    return bodies
+
+
+def received(c: WireConn, count: int) -> list[bytes]:
+    bodies = []
+    for _ in range(count):
+        message = c.message(timeout=30)
+        bodies.append(message.body)
+        c.send(cmd.fin(message.id))
+    c.expect_nothing(1.0)
     return bodies
 
 
@@ -138,8 +149,8 @@ def test_corrupt_files_are_set_aside_and_the_good_data_served(start_nsqd, tmp_pa
         intact = expected[:10] + expected[20:]
     with WireConn(daemon.tcp_hostport) as c:
         c.subscribe("hurt", "ch", rdy=50)
-        received = c.drain()
-    assert sorted(received) == intact
+        bodies = received(c, len(intact))
+    assert sorted(bodies) == intact
     daemon.wait_for_log(r"renamed it \.bad|missing")
     bad = sorted(f.name for f in data.iterdir() if f.name.endswith(".bad"))
     assert bad == ([] if damage == "missing segment" else [f"{name}.diskqueue.000001.dat.bad"])

@@ -45,7 +45,7 @@ def test_garbage_does_not_hurt_a_well_behaved_client(nsqd, topic):
     publisher = WireConn(nsqd.tcp_hostport)
     published = []
     for round_ in range(300):
-        with socket.create_connection(nsqd.tcp_hostport, timeout=2) as sock:
+        with socket.create_connection(nsqd.tcp_hostport, timeout=15) as sock:
             sock.sendall((MAGIC_V2 if rng.random() < 0.9 else rng.randbytes(4)) + garbage(rng))
             if rng.random() < 0.5:
                 sock.settimeout(0.05)
@@ -59,7 +59,7 @@ def test_garbage_does_not_hurt_a_well_behaved_client(nsqd, topic):
             published.append(body)
     received = []
     while len(received) < len(published):
-        message = good.message(timeout=5)
+        message = good.message(timeout=30)
         received.append(message.body)
         good.send(cmd.fin(message.id))
     assert sorted(received) == sorted(published)

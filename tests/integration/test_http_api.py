@@ -193,7 +193,7 @@ def test_e2e_latency_percentiles_after_fin(start_nsqd, topic):
 def test_statsd_pushes_counters_and_gauges(start_nsqd, topic):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
         udp.bind(("127.0.0.1", 0))
-        udp.settimeout(5)
+        udp.settimeout(30)
         statsd = f"127.0.0.1:{udp.getsockname()[1]}"
         daemon = start_nsqd(f"--statsd-address={statsd}", "--statsd-interval=200ms",
                             "--statsd-udp-packet-size=200")
