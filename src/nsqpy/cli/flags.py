@@ -8,8 +8,10 @@ the command line wins over the file, the file over the defaults.
 """
 
 import argparse
+import dataclasses
+import json
 
-from ..options import INT64_MAX, INT64_MIN, OptionSpec, option_specs, parse_duration, parse_int
+from ..options import INT64_MAX, INT64_MIN, OptionSpec, format_duration, option_specs, parse_duration, parse_int
 
 
 def nsqpy_version_line(program: str) -> str:
@@ -62,15 +64,77 @@ def _typed(convert, name: str):
     return parse
 
 
+_NOTE = "(default "
+_NOTE_KEPT = "(default\0"  # no whitespace: the wrapper keeps it whole
+
+
+def go_value(value, duration: bool = False) -> str:
+    """A value as Go's flag package prints it: ``30s``, ``"text"``, ``1``, ``true``."""
+    if duration:
+        return format_duration(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float):
+        return repr(value).removesuffix(".0")
+    if isinstance(value, (list, tuple)):
+        return ",".join(item if isinstance(item, str) else go_value(item) for item in value)
+    return str(value)
+
+
+def default_note(value, duration: bool = False) -> str:
+    """`` (default 30s)`` for the end of a flag's help, or nothing for a zero
+    value (empty, false, 0, none): the note NSQ's ``--help`` shows, so an
+    operator reading ours sees the same defaults in the same shape."""
+    if value is argparse.SUPPRESS or not value:
+        return ""
+    return f" {_NOTE}{go_value(value, duration)})"
+
+
+class GoDefaultsFormatter(argparse.HelpFormatter):
+    """Each flag's help ends with its default in Go's shape, for parsers
+    whose actions carry their defaults (nsq_to_parquet's, nsqpy's).
+    ``build_parser``'s suppress theirs (a flag not given must stay unset, for
+    ``--config`` to fill), so it writes the note into the help itself."""
+
+    def _get_help_string(self, action) -> str:
+        note = default_note(action.default) if action.option_strings else ""
+        return (action.help or "") + note.replace("%", "%%")
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """Wrapped, but never between ``(default`` and its value."""
+        lines = super()._split_lines(text.replace(_NOTE, _NOTE_KEPT), width)
+        return [line.replace(_NOTE_KEPT, _NOTE) for line in lines]
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """A bad flag is reported in one line, the last a person sees: the usage
     of a program with fifty flags would bury it (``--help`` shows them)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", GoDefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def option_defaults(options_class) -> dict:
+    """Each option's default value, factories called: nsqd's node id and
+    hostname are shown computed, as Go shows them."""
+    return {field.name: field.default_factory() if field.default is dataclasses.MISSING else field.default
+            for field in dataclasses.fields(options_class) if "help" in field.metadata}
+
+
+def flag_help(spec: OptionSpec, default) -> str:
+    """The help as argparse prints it: NSQ's text, a literal ``%`` kept (it
+    is argparse's format character), and the default's note."""
+    return (spec.help + default_note(default, spec.duration)).replace("%", "%%")
+
+
 def build_parser(program: str, options_class) -> argparse.ArgumentParser:
+    defaults = option_defaults(options_class)
     parser = OneLineErrorParser(prog=program, allow_abbrev=False, add_help=False, argument_default=argparse.SUPPRESS)
     parser.add_argument("-h", "-help", "--help", action="help", help="show this help and exit")
     parser.add_argument("-version", "--version", action="store_true", help="print version string")
@@ -78,7 +142,7 @@ def build_parser(program: str, options_class) -> argparse.ArgumentParser:
     for spec in option_specs(options_class):
         names = [f"-{spec.flag}", f"--{spec.flag}"]
         convert = _typed(_converter(spec), spec.flag)
-        kwargs = {"dest": spec.field, "help": spec.help}
+        kwargs = {"dest": spec.field, "help": flag_help(spec, defaults.get(spec.field))}
         if spec.kind is bool:
             parser.add_argument(*names, nargs="?", const=True, type=convert, metavar="BOOL", **kwargs)
         elif spec.kind is list:

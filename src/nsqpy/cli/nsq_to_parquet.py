@@ -37,7 +37,7 @@ def parse_args(argv):
     parser = OneLineErrorParser(prog="nsq_to_parquet", description=__doc__.split("\n")[0].split(": ", 1)[1])
     parser.add_argument("--version", action="version", version=nsqpy_version_line("nsq_to_parquet"))
     parser.add_argument("--topic", required=True, help="NSQ topic to archive")
-    parser.add_argument("--channel", default="nsq_to_parquet", help="NSQ channel (default nsq_to_parquet)")
+    parser.add_argument("--channel", default="nsq_to_parquet", help="NSQ channel")
     parser.add_argument("--lookupd-http-address", action="append", default=[], metavar="ADDR",
                         help="nsqlookupd HTTP address (repeatable)")
     parser.add_argument("--nsqd-tcp-address", action="append", default=[], metavar="ADDR",
@@ -47,18 +47,18 @@ def parse_args(argv):
     parser.add_argument("--output-dir", required=True, help="where the Parquet files go")
     parser.add_argument("--checkpoint-dir", help="Spark checkpoint (default <output-dir>/_checkpoint); "
                                                  "keep it to resume where the last run stopped")
-    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]), e.g. "
+    parser.add_argument("--master", default="local[*]", help="Spark master, e.g. "
                         "spark://host:7077, or sc://host:15002 for a Spark Connect server")
     parser.add_argument("--trigger", default=DEFAULT_TRIGGER, type=trigger_interval,
-                        help="micro-batch interval (default '1 second': a batch of up to "
-                             "--max-messages-per-batch each second; '0 seconds': as fast as possible)")
+                        help="micro-batch interval ('1 second': a batch of up to --max-messages-per-batch "
+                             "each second; '0 seconds': as fast as possible)")
     parser.add_argument("--available-now", action="store_true",
                         help="archive what the channel holds now, then exit")
     parser.add_argument("--max-messages-per-batch", type=int, default=DEFAULT_MAX_MESSAGES_PER_BATCH,
-                        help="cap on one micro-batch (default 100000; as many connections per nsqd are "
-                             "opened as nsqd's --max-rdy-count requires)")
+                        help="cap on one micro-batch (as many connections per nsqd are opened as nsqd's "
+                             "--max-rdy-count requires)")
     parser.add_argument("--reader", choices=("driver", "executors"), default="driver",
-                        help="where nsqd is read: 'driver' (default; one consumer in Spark's driver) or "
+                        help="where nsqd is read: 'driver' (one consumer in Spark's driver) or "
                              "'executors' (each batch split into partitions per nsqd, read in parallel by the "
                              "tasks and logged under the checkpoint, which every executor must see)")
     parser.add_argument("--wal", action="store_true",

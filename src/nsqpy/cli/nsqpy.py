@@ -12,7 +12,7 @@ import sys
 import time
 
 from ..localcluster import LocalCluster
-from .flags import nsqpy_version_line
+from .flags import GoDefaultsFormatter, nsqpy_version_line
 
 
 class _Stop(Exception):
@@ -58,19 +58,20 @@ def cluster(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nsqpy", description="nsqpy's own commands")
+    parser = argparse.ArgumentParser(prog="nsqpy", description="nsqpy's own commands",
+                                     formatter_class=GoDefaultsFormatter)
     parser.add_argument("--version", action="version", version=nsqpy_version_line("nsqpy"))
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("cluster", help="run nsqlookupd, N nsqd registered with it and nsqadmin, "
-                                              "in the foreground")
-    run.add_argument("--nsqd", type=int, default=1, help="how many nsqd nodes (default 1)")
-    run.add_argument("--data-path", default=".data", help="where each node keeps its data and log (default .data)")
-    run.add_argument("--host", default="127.0.0.1", help="address to listen on and broadcast (default 127.0.0.1)")
+                                              "in the foreground", formatter_class=GoDefaultsFormatter)
+    run.add_argument("--nsqd", type=int, default=1, help="how many nsqd nodes")
+    run.add_argument("--data-path", default=".data", help="where each node keeps its data and log")
+    run.add_argument("--host", default="127.0.0.1", help="address to listen on and broadcast")
     run.add_argument("--ephemeral-ports", action="store_true",
                      help="free ports instead of 4160/4161 and 4150+1000*i/4151+1000*i")
     run.add_argument("--nsqd-arg", action="append", default=[], metavar="FLAG",
                      help="extra flag for every nsqd, e.g. --nsqd-arg=--mem-queue-size=1000 (repeatable)")
-    run.add_argument("--no-nsqadmin", action="store_true", help="do not start nsqadmin (default: on port 4171)")
+    run.add_argument("--no-nsqadmin", action="store_true", help="do not start nsqadmin (it listens on port 4171)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.nsqd < 1:
         parser.error("--nsqd must be at least 1")

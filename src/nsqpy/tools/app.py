@@ -3,7 +3,8 @@
 A tool is ``async def run(options, stop, log) -> int``; ``stop`` is set by
 SIGINT or SIGTERM (and by the tool itself when it is done). A ``ToolError``
 anywhere becomes one line on stderr and exit code 1, as NSQ's tools
-``log.Fatal`` with a reason rather than a stack.
+``log.Fatal`` with a reason rather than a stack (a ``UsageError``: exit
+code 2, as for a bad flag).
 """
 
 import asyncio
@@ -20,6 +21,14 @@ from ..protocol import NSQ_VERSION
 
 class ToolError(Exception):
     """Something the operator can fix (a flag, an address, a path): one line."""
+
+    status = 1
+
+
+class UsageError(ToolError):
+    """A flag's value no run could accept: exit code 2, as argparse's for a bad flag."""
+
+    status = 2
 
 
 def user_agent(program: str) -> str:
@@ -58,7 +67,7 @@ def run_tool(program: str, parsed, run) -> int:
         return loop.run_until_complete(main())
     except ToolError as error:
         print(f"{program}: {error}", file=sys.stderr, flush=True)
-        return 1
+        return error.status
     except BrokenPipeError:  # `| head` has read enough: end quietly
         silence_stdout()
         return 0

@@ -1,7 +1,8 @@
 """nsq_to_nsq's JSON filters: ``--require-json-field`` (with
 ``--require-json-value``) lets a message through, ``--whitelist-json-field``
-keeps only those keys. As NSQ: a body that is not a JSON object is dropped,
-and a required value with its field missing backs the consumer off."""
+keeps only those keys. As NSQ: a body that is not a JSON object is dropped
+(and worth an error line), and a required value with its field missing
+backs the consumer off."""
 
 import enum
 import json
@@ -10,6 +11,7 @@ import json
 class Verdict(enum.Enum):
     PASS = "pass"
     DROP = "drop"  # FIN without publishing
+    INVALID = "invalid"  # FIN without publishing: not a JSON object, which the operator should hear of
     BACKOFF = "backoff"  # REQ: the message lacks what the filter needs
 
 
@@ -34,7 +36,7 @@ class JsonFilter:
         except ValueError:
             document = None
         if not isinstance(document, dict):
-            return Verdict.DROP, body, "not a JSON object"
+            return Verdict.INVALID, body, "not a JSON object"
         verdict, why = self._check(document)
         if verdict is not Verdict.PASS or not self.whitelist:
             return verdict, body, why

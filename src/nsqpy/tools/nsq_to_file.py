@@ -1,11 +1,14 @@
 """nsq_to_file: archive topics to newline-delimited files, as NSQ's tool does.
 
-One consumer and one ``ArchiveFile`` per topic. Messages are held, not
-answered, until the file holding them is fsynced: every ``--sync-interval``,
-as soon as half of max-in-flight are held (NSQ waits for all of them; at
-half, the other half streams in while the file syncs) or the consumer is
-starved, at rotation, SIGHUP and exit. Only then are they FINished, so a crash at any moment loses
-nothing: whatever was not synced is still in flight at nsqd and comes back.
+One consumer and one ``ArchiveFile`` per topic. A message's line is written
+as soon as it arrives (as NSQ's tool writes it: ``tail -f`` sees it at once,
+gzip aside, whose compressor holds it until the member ends), but the
+message is held, not answered, until the file holding it is fsynced: every
+``--sync-interval``, as soon as half of max-in-flight are held (NSQ waits
+for all of them; at half, the other half streams in while the file syncs)
+or the consumer is starved, at rotation, SIGHUP and exit. Only then are they
+FINished, so a crash at any moment loses nothing: whatever was not synced
+is still in flight at nsqd and comes back (and may be in the file twice).
 Writing and syncing run in one worker thread per topic; the event loop only
 collects messages and answers them.
 """
@@ -71,7 +74,8 @@ class TopicArchiver:
         self._sync_interval = options.sync_interval
         self._skip_empty = options.skip_empty_files
         self._on_failure = on_failure
-        self._held: list = []
+        self._held: list = []  # arrived, not yet written
+        self._unsynced: list = []  # written, not yet fsynced: answered at the next sync
         self._wake = asyncio.Event()
         self._hup = False
         self._stopping = False
@@ -83,8 +87,7 @@ class TopicArchiver:
     async def _handle(self, message) -> None:
         message.disable_auto_response()
         self._held.append(message)
-        if self._stopping or len(self._held) >= self._batch_size or self.consumer.is_starved():
-            self._wake.set()
+        self._wake.set()
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -119,32 +122,46 @@ class TopicArchiver:
             closing, hup = self._closing, self._hup
             self._hup = False
             messages, self._held = self._held, []
-            await self._write(messages, tick, hup or closing)
+            await self._write(messages, tick, self._sync_due(tick or hup or closing, len(messages)), hup or closing)
             if closing:
                 return
 
-    async def _write(self, messages: list, tick: bool, close: bool) -> None:
-        if not (messages or tick or close):
+    def _sync_due(self, forced: bool, arrived: int) -> bool:
+        """Whether this turn fsyncs and answers what is written: held messages
+        cost nsqd's in-flight slots, so not only at the interval."""
+        return (forced or self._stopping or len(self._unsynced) + arrived >= self._batch_size
+                or self.consumer.is_starved())
+
+    async def _write(self, messages: list, tick: bool, sync: bool, close: bool) -> None:
+        if not (messages or sync):
             return
         if self._broken:
             self._requeue(messages)
             return
-        bodies = [message.body for message in messages]
+        self._unsynced.extend(messages)
+        synced = len(self._unsynced) if sync else None
         try:
-            await asyncio.get_running_loop().run_in_executor(self._worker, self._write_and_sync, bodies, tick,
-                                                             close)
+            await asyncio.get_running_loop().run_in_executor(self._worker, self._write_and_sync,
+                                                             [message.body for message in messages], tick,
+                                                             synced, close)
         except OSError as error:
+            # the file is back at its last synced length: every unsynced line is gone with it
             self._broken = True
             self.log.error("%s writing %s failed: %s; %d messages requeued, stopping", self.label,
-                           self.file.path or self.file.settings.work_dir, error.strerror or error, len(messages))
-            self._requeue(messages)
+                           self.file.path or self.file.settings.work_dir, error.strerror or error,
+                           len(self._unsynced))
+            self._requeue(self._unsynced)
+            self._unsynced = []
             self._on_failure()
             return
-        if messages:
-            self.consumer.finish_all(messages)
+        if sync and self._unsynced:
+            self.consumer.finish_all(self._unsynced)
+            self._unsynced = []
 
-    def _write_and_sync(self, bodies: list[bytes], tick: bool, close: bool) -> None:
-        """In the worker thread: what NSQ's router loop does with one batch."""
+    def _write_and_sync(self, bodies: list[bytes], tick: bool, synced: int | None, close: bool) -> None:
+        """In the worker thread: what NSQ's router loop does with the messages
+        that came; ``synced`` (the records written since the last sync) when
+        this turn fsyncs."""
         file = self.file
         now = time.time()
         if tick and file.needs_rotation(now):
@@ -159,8 +176,10 @@ class TopicArchiver:
             end = self._fitting(bodies, start)
             file.write(b"\n".join(bodies[start:end]) + b"\n")
             start = end
-        if bodies:
-            self.log.info("%s syncing %d records to disk", self.label, len(bodies))
+        if synced is None:
+            return
+        if synced:
+            self.log.info("%s syncing %d records to disk", self.label, synced)
         file.sync()
         if close:
             file.close()

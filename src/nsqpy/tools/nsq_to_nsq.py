@@ -2,10 +2,14 @@
 
 Messages that arrive in one loop turn for one topic go out as MPUBs, one
 share per destination, each to the destination ``--mode`` picks (NSQ's tool
-sends a PUB each; same messages, fewer round trips). A message is FINished only once its
-destination acknowledged it; a refused publish REQs the batch (with
-backoff). If nsqd rejects a batch as such (a message too big, say), its
-messages are sent one by one so only the bad one stays behind.
+sends a PUB each; same messages, fewer round trips). A message is FINished
+only once its destination acknowledged it; a refused publish REQs the batch
+(with backoff). If nsqd rejects a batch as such (a message too big, say),
+its messages are sent one by one so only the bad one stays behind. A
+destination that is down, even at start, is waited for as NSQ's tool waits:
+the messages stay at the source and flow once it answers. With JSON
+filters, a body that is not a JSON object is dropped with an error line, as
+NSQ's tool drops it, but one such line per ten seconds at most.
 """
 
 import asyncio
@@ -22,6 +26,7 @@ from .hostpool import MODES
 from .jsonfilter import JsonFilter, Verdict
 from .options import SourceOptions, check_names, check_sources
 from .publishing import PUBLISH_ERRORS, Destinations
+from .ratelog import RateLimitedLog, shown
 from .timing import StatusEvery
 
 BATCH_BYTES = 1 << 20
@@ -52,6 +57,7 @@ class Forwarder:
         self.destinations = destinations
         self.json_filter = json_filter
         self.log = log
+        self._undecodable = RateLimitedLog(log)
         self._status = StatusEvery(status_every, "[aggregate]:", log)
         self._per_destination = {address: StatusEvery(status_every, f"[{address}]:", log)
                                  for address in destinations.addresses}
@@ -67,7 +73,9 @@ class Forwarder:
             body = message.body
             if json_filter.active:
                 verdict, body, why = json_filter.apply(body)
-                if verdict is Verdict.DROP:
+                if verdict is Verdict.INVALID:
+                    self._undecodable.error(f"Unable to decode json: {shown(body)}")
+                if verdict in (Verdict.DROP, Verdict.INVALID):
                     return  # FINished: filtered out
                 if verdict is Verdict.BACKOFF:
                     self.log.error("%s: requeueing %s", why, message.id.decode())
@@ -155,7 +163,8 @@ async def run(options: NsqToNsqOptions, stop: asyncio.Event, log) -> int:
         forwarder.consumers[topic] = Consumer(topic, options.channel, handler, config=consumer_config)
     consumers = list(forwarder.consumers.values())
     try:
-        await destinations.connect()
+        for problem in await destinations.unreachable():
+            log.warning("%s; messages wait at the source until it answers", problem)
         await subscribe(consumers, options)
         await stop.wait()
     finally:

@@ -28,14 +28,17 @@ def check_sources(options: SourceOptions) -> None:
         raise ToolError(f"--max-in-flight must be at least 1 (got {options.max_in_flight})")
 
 
+def invalid_name(flag: str, name: str) -> str:
+    """The line that refuses a topic or channel name, with the rule it broke."""
+    return f"{flag} {name!r} is invalid (1-64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral)"
+
+
 def check_names(topics: list[str], channel: str) -> None:
     """NSQ's tools refuse a bad name before connecting, not after nsqd's E_BAD_TOPIC."""
     if not topics or not channel:
         raise ToolError("--topic and --channel are required")
     for topic in topics:
         if not is_valid_topic_name(topic):
-            raise ToolError(f"--topic {topic!r} is invalid (1-64 characters of [.a-zA-Z0-9_-], "
-                            "optionally ending in #ephemeral)")
+            raise ToolError(invalid_name("--topic", topic))
     if not is_valid_channel_name(channel):
-        raise ToolError(f"--channel {channel!r} is invalid (1-64 characters of [.a-zA-Z0-9_-], "
-                        "optionally ending in #ephemeral)")
+        raise ToolError(invalid_name("--channel", channel))

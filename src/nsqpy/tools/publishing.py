@@ -37,15 +37,23 @@ class Destinations:
         when ``--mode`` picks one, else one (it goes to every destination)."""
         return 1 if self.every else len(self.addresses)
 
-    async def connect(self) -> None:
-        """Reach every destination now: a wrong address is a one-line error at start."""
-        async def reach(address: str) -> None:
+    async def unreachable(self) -> list[str]:
+        """One line per destination that does not answer now, naming it and why."""
+        async def reach(address: str) -> str:
             try:
                 async with Producer(address, self.config) as producer:
                     await producer.ping()
             except PUBLISH_ERRORS as error:
-                raise ToolError(f"cannot publish to nsqd at {address}: {error or type(error).__name__}") from None
-        await asyncio.gather(*(reach(address) for address in self.addresses))
+                return f"cannot publish to nsqd at {address}: {error or type(error).__name__}"
+            return ""
+        return [line for line in await asyncio.gather(*(reach(address) for address in self.addresses)) if line]
+
+    async def connect(self) -> None:
+        """Reach every destination now: a wrong address is a one-line error
+        at start (to_nsq, whose input has nowhere to wait)."""
+        problems = await self.unreachable()
+        if problems:
+            raise ToolError(problems[0])
 
     async def publish(self, topic: str, bodies: list[bytes]) -> str:
         """All of ``bodies`` (PUB for one, MPUB for more: nsqd takes all or
