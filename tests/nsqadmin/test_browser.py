@@ -190,7 +190,7 @@ def test_create_from_the_lookup_page(tab, cluster, topic):
     page.fill('input[name="channel"]', "made_here")
     page.click('form#create button[type="submit"]')
     wait_until(lambda: topic in cluster.lookupd_topics(), timeout=15)
-    page.wait_for_selector(f'#inactive td:text-is("{topic}")')
+    page.wait_for_selector(f'#inactive td.topic a:text-is("{topic}")')
 
 
 def test_charts_draw_after_a_few_samples(tab, cluster, busy_topic):

@@ -4,5 +4,5 @@ Rooms: ``options`` (NSQ's flags), ``upstream`` (HTTP calls to the daemons),
 ``cluster`` (fan-out and discovery), ``aggregate`` (per-node stats into the
 shapes Go's nsqadmin answers), ``history`` (sampled stats for charts),
 ``notify`` (admin-action notifications), ``api`` (JSON routes), ``pages``
-(HTML), ``server`` (the daemon).
+(HTML), ``figures`` (how pages word numbers), ``server`` (the daemon).
 """

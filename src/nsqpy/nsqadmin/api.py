@@ -15,7 +15,7 @@ from aiohttp import web
 
 from ..httpapi import MAX_CONFIG_BODY, HttpError, address_list, json_response, option_value, put_log_level, read_body
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
-from . import aggregate
+from . import aggregate, figures
 from .cluster import AllFailed, semver
 from .options import NsqadminOptions, check_upstream_address
 
@@ -34,6 +34,13 @@ async def upstream_failures(request: web.Request, handler):
 def with_message(data: dict, errors: list[str]) -> web.Response:
     data["message"] = f"WARNING: {'; '.join(errors)}" if errors else ""
     return json_response(data)
+
+
+def history_response(answer: dict) -> web.Response:
+    """The history with its time to drain worded as the pages word it, so
+    the charts script shows the server's words instead of a second wording."""
+    answer["drain_label"] = figures.drain_label(answer)
+    return json_response(answer)
 
 
 def topic_from(request: web.Request) -> str:
@@ -151,10 +158,10 @@ class AdminApi:
         return json_response({"rate": await self.admin.graphite.rate(target)})
 
     async def topic_history(self, request):
-        return json_response(self.history.answer(topic_from(request)))
+        return history_response(self.history.answer(topic_from(request)))
 
     async def channel_history(self, request):
-        return json_response(self.history.answer(topic_from(request), channel_from(request)))
+        return history_response(self.history.answer(topic_from(request), channel_from(request)))
 
     # --- acting --------------------------------------------------------------------------------
 

@@ -150,31 +150,49 @@ class ClusterInfo:
                     producer.topics[topic] = producer.topics.get(topic, False) or tombstoned
         return sorted(found.values(), key=lambda p: p.node), errors
 
+    async def _lookup(self, topic: str) -> tuple[dict[str, dict], list[str]]:
+        """``/lookup?topic=`` on every lookupd -> ({lookupd: answer}, errors),
+        only the lookupds that know the topic answering (a 404 is an answer
+        that it does not, not a failure)."""
+        calls = {lookupd: self.upstream.get_json(daemon_url(lookupd, "/lookup"), {"topic": topic})
+                 for lookupd in self.lookupds}
+        results = await asyncio.gather(*calls.values(), return_exceptions=True)
+        answers, errors, answered = {}, [], 0
+        for lookupd, result in zip(calls, results):
+            if isinstance(result, UpstreamError) and result.status == 404:
+                answered += 1  # this lookupd has no such topic: an answer, not a failure
+            elif isinstance(result, UpstreamError):
+                errors.append(str(result))
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                answered += 1
+                answers[lookupd] = result
+        if not answered:
+            raise AllFailed(f"failed to query any nsqlookupd: {'; '.join(errors)}")
+        return answers, errors
+
     async def topic_producers(self, topic: str) -> tuple[list[Producer], list[str]]:
         """The nsqd that have ``topic`` (all of them in --nsqd-http-address mode:
         their stats filtered by topic tell)."""
         if not self.uses_lookupd:
             return await self._static_nsqds()
-        calls = {lookupd: self.upstream.get_json(daemon_url(lookupd, "/lookup"), {"topic": topic})
-                 for lookupd in self.lookupds}
-        results = await asyncio.gather(*calls.values(), return_exceptions=True)
+        answers, errors = await self._lookup(topic)
         found: dict[str, Producer] = {}
-        errors, answered = [], 0
-        for lookupd, result in zip(calls, results):
-            if isinstance(result, UpstreamError):
-                if result.status == 404:  # this lookupd has no such topic: an answer, not a failure
-                    answered += 1
-                else:
-                    errors.append(str(result))
-            elif isinstance(result, BaseException):
-                raise result
-            else:
-                answered += 1
-                for peer in result.get("producers") or ():
-                    _merge_producer(found, peer, lookupd)
-        if not answered:
-            raise AllFailed(f"failed to query any nsqlookupd: {'; '.join(errors)}")
+        for lookupd, answer in answers.items():
+            for peer in answer.get("producers") or ():
+                _merge_producer(found, peer, lookupd)
         return sorted(found.values(), key=lambda p: p.node), errors
+
+    async def registered_channels(self, topic: str) -> tuple[list[str] | None, list[str]]:
+        """The channels nsqlookupd lists for ``topic``; None when no lookupd
+        knows the topic (or nsqadmin uses no lookupd)."""
+        if not self.uses_lookupd:
+            return None, []
+        answers, errors = await self._lookup(topic)
+        if not answers:
+            return None, errors
+        return sorted({c for answer in answers.values() for c in answer.get("channels") or ()}), errors
 
     async def find_producer(self, node: str) -> tuple[Producer | None, list[str]]:
         producers, errors = await self.producers()

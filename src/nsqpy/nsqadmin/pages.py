@@ -10,44 +10,12 @@ charts and send the actions to the JSON API.
 import jinja2
 from aiohttp import web
 
+from .. import __version__
 from ..httpapi import HttpError
+from ..protocol import NSQ_VERSION
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
-from . import aggregate
+from . import aggregate, figures
 from .cluster import AllFailed, semver
-
-
-def count(value) -> str:
-    """12345 -> '12,345'."""
-    return f"{value:,}" if isinstance(value, int) else str(value)
-
-
-def duration(nanoseconds: int) -> str:
-    """A connection's age as Go prints it, to the second: 1h2m3s."""
-    seconds = int(nanoseconds // 1_000_000_000)
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m{seconds}s"
-    return f"{minutes}m{seconds}s" if minutes else f"{seconds}s"
-
-
-def rate(value) -> str:
-    return "–" if value is None else f"{value:,.1f}/s"
-
-
-def drain(seconds) -> str:
-    """Time to drain at the current pace; '∞' when nothing is leaving."""
-    if seconds is None:
-        return "∞"
-    return "now" if seconds == 0 else duration(int(seconds * 1e9)) if seconds >= 1 else "< 1s"
-
-
-def latency(nanoseconds) -> str:
-    value = float(nanoseconds)
-    for unit, size in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if value >= size:
-            return f"{value / size:.1f}{unit}"
-    return f"{value:.0f}ns"
 
 
 def is_web_url(value) -> bool:
@@ -64,8 +32,10 @@ def quantiles_of(*stats: dict) -> list[float]:
 def new_environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("nsqpy.nsqadmin", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(count=count, duration=duration, rate=rate, drain=drain, latency=latency)
+    env.filters.update(count=figures.count, duration=figures.duration, rate=figures.rate,
+                       drain_label=figures.drain_label, latency=figures.latency)
     env.tests["web_url"] = is_web_url
+    env.globals.update(nsq_version=NSQ_VERSION, nsqpy_version=__version__)
     return env
 
 
@@ -120,7 +90,7 @@ class Pages:
         topic = _name(request, "topic")
         per_node, errors = await self.cluster.topic_stats(topic)
         if not per_node:
-            raise HttpError(404, "TOPIC_NOT_FOUND")
+            return await self.lookupd_only(request, errors, topic)
         stats = aggregate.aggregate_topic(topic, per_node)
         return self.render(request, "topic.html", page="topics", warnings=errors, topic_name=topic, topic=stats,
                            summary=self.history.summary(topic),
@@ -132,12 +102,26 @@ class Pages:
         per_node, errors = await self.cluster.topic_stats(topic, channel)
         channels = [c for t in per_node for c in t["channels"] if c["channel_name"] == channel]
         if not channels:
-            raise HttpError(404, "CHANNEL_NOT_FOUND")
+            return await self.lookupd_only(request, errors, topic, channel)
         stats = aggregate.aggregate_channel(topic, channel, channels)
         return self.render(request, "channel.html", page="topics", warnings=errors, topic_name=topic, channel_name=channel,
                            channel=stats, summary=self.history.summary(topic, channel),
                            quantiles=quantiles_of(stats, *stats["nodes"]),
                            graphite_target=self.admin.graphite.rate_target(topic, channel))
+
+    async def lookupd_only(self, request, errors: list[str], topic: str, channel: str | None = None):
+        """A topic (or channel) that nsqlookupd lists but no nsqd has: created
+        on the lookup page before any producer, or left behind by producers
+        that went away. It has no figures (Go's nsqadmin answers
+        ``UPSTREAM_ERROR: failed to query any nsqd``), but it is shown, with
+        its channels and the delete that removes it from nsqlookupd."""
+        channels, lookup_errors = await self.cluster.registered_channels(topic)
+        if channels is None:
+            raise HttpError(404, "TOPIC_NOT_FOUND")
+        if channel is not None and channel not in channels:
+            raise HttpError(404, "CHANNEL_NOT_FOUND")
+        return self.render(request, "lookupd_only.html", page="topics", warnings=errors + lookup_errors,
+                           topic_name=topic, channel_name=channel, channels=channels)
 
     async def nodes_page(self, request):
         producers, errors = await self.cluster.producers()
@@ -159,7 +143,8 @@ class Pages:
 
     async def lookup_page(self, request):
         inactive, errors = await self.cluster.inactive_topics()
-        return self.render(request, "lookup.html", page="lookup", warnings=errors, inactive=inactive)
+        return self.render(request, "lookup.html", page="lookup", warnings=errors, inactive=inactive,
+                           lookupds=self.cluster.lookupds)
 
 
 def _name(request: web.Request, kind: str) -> str:

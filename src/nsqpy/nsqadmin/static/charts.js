@@ -83,22 +83,12 @@
 
   function rate(value) { return value === null || value === undefined ? "–" : value.toFixed(1) + "/s"; }
 
-  function drain(answer) {
-    if (answer.rate_out === null) { return "–"; }
-    var seconds = answer.drain_seconds;
-    if (seconds === null) { return "∞"; }
-    if (seconds === 0) { return "now"; }
-    if (seconds < 1) { return "< 1s"; }
-    var h = Math.floor(seconds / 3600), m = Math.floor((seconds % 3600) / 60), s = Math.floor(seconds % 60);
-    return (h ? h + "h" + m + "m" : m ? m + "m" : "") + s + "s";
-  }
-
   function update(panel) {
     return fetch(panel.dataset.historyUrl, { cache: "no-store" })
       .then(function (response) { return response.json(); })
       .then(function (answer) {
         panel.querySelectorAll("figure.chart").forEach(function (figure) { draw(figure, answer.points || []); });
-        var figures = { ".rate-in": rate(answer.rate_in), ".rate-out": rate(answer.rate_out), ".drain": drain(answer) };
+        var figures = { ".rate-in": rate(answer.rate_in), ".rate-out": rate(answer.rate_out), ".drain": answer.drain_label };
         Object.keys(figures).forEach(function (selector) {
           var element = panel.querySelector(selector);
           if (element) { element.textContent = figures[selector]; }

@@ -84,8 +84,24 @@
       .finally(function () { button.disabled = false; });
   });
 
+  // The browser's own "Please match the requested format" does not say what a
+  // name may be: an input whose pattern fails says the rule the page states
+  // beside it (aria-describedby), so the rule is written once.
+  function explainPattern(input) {
+    var rule = document.getElementById(input.getAttribute("aria-describedby") || "");
+    function check() {
+      input.setCustomValidity("");
+      if (rule && (input.validity.patternMismatch || input.validity.tooLong)) {
+        input.setCustomValidity(rule.textContent.trim());
+      }
+    }
+    input.addEventListener("input", check);
+    check();
+  }
+
   var form = document.getElementById("create");
   if (form) {
+    form.querySelectorAll("input[pattern]").forEach(explainPattern);
     form.addEventListener("submit", function (event) {
       event.preventDefault();
       var payload = { topic: form.elements.topic.value.trim() };

@@ -1,0 +1,61 @@
+"""How nsqadmin words its figures: counts, ages, rates, latencies and the
+time to drain. One place, because the pages render them on the server and
+the charts script shows the history API's words as they are (so a figure
+reads the same before and after the script refreshes it)."""
+
+
+def count(value) -> str:
+    """12345 -> '12,345'."""
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def duration(nanoseconds: int) -> str:
+    """A connection's age as Go prints it, to the second: 1h2m3s."""
+    seconds = int(nanoseconds // 1_000_000_000)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{seconds}s"
+    return f"{minutes}m{seconds}s" if minutes else f"{seconds}s"
+
+
+def rate(value) -> str:
+    return "–" if value is None else f"{value:,.1f}/s"
+
+
+def signed_rate(value: float) -> str:
+    """A change per second, with its sign: '+3.9/s'; a slow one keeps two
+    significant digits ('+0.03/s') rather than reading as '+0.0/s'."""
+    return f"{value:+,.1f}/s" if abs(value) >= 0.1 else f"{value:+.2g}/s"
+
+
+def drain(seconds) -> str:
+    """Time to drain at the current pace; '∞' when nothing is leaving."""
+    if seconds is None:
+        return "∞"
+    return "now" if seconds == 0 else duration(int(seconds * 1e9)) if seconds >= 1 else "< 1s"
+
+
+def drain_label(summary: dict) -> str:
+    """The time to drain as the pages say it, from a history summary:
+    '–' before two samples, 'growing (+3.9/s)' while the depth rises,
+    'paused' when all that waits is in paused channels, else the estimate;
+    what waits in paused channels is named, not counted in."""
+    if summary["rate_out"] is None:
+        return "–"
+    paused = summary["paused_depth"]
+    if summary["growing"]:
+        label = f"growing ({signed_rate(summary['net_rate'])})"
+    elif summary["depth"] == paused and paused:
+        return "paused"
+    else:
+        label = drain(summary["drain_seconds"])
+    return f"{label} (not counting {count(paused)} paused)" if paused else label
+
+
+def latency(nanoseconds) -> str:
+    value = float(nanoseconds)
+    for unit, size in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if value >= size:
+            return f"{value / size:.1f}{unit}"
+    return f"{value:.0f}ns"
