@@ -66,8 +66,8 @@ prometheus:
 
 test: $(VENV)/.installed-test java browser prometheus
 	@$(BIN)/python -c 'import nsqpy.nsqd.channel as m; print("nsqd hot modules:", "pure Python" if m.__file__.endswith(".py") else "compiled")'
-	$(BIN)/python -m pytest
-	NSQPY_PURE=1 $(BIN)/python -m pytest tests/unit tests/integration tests/interop
+	$(BIN)/python -m pytest --durations=20
+	NSQPY_PURE=1 $(BIN)/python -m pytest --durations=10 tests/unit tests/integration tests/interop
 
 bench: $(VENV)/.installed-test java
 	$(BIN)/python bench/run.py
