@@ -1,5 +1,6 @@
 """The disk queue's file format and its behaviour across reopen, roll and corruption."""
 
+import contextlib
 import os
 import struct
 import subprocess
@@ -371,3 +372,87 @@ def test_a_refused_put_many_leaves_nothing_of_itself_on_disk(tmp_path):
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["10", "440", "10"]
+
+
+class Killed(BaseException):
+    """kill -9 at the moment the meta file would be replaced."""
+
+
+@pytest.fixture
+def kill_at_meta(monkeypatch):
+    """A context: the queue's meta file writes inside it die; after it, what
+    is on disk is what a restart sees."""
+    @contextlib.contextmanager
+    def killed_at_meta():
+        def killed(path, data):
+            raise Killed()
+        monkeypatch.setattr("nsqpy.diskqueue.queue.write_atomically", killed)
+        with pytest.raises(Killed):
+            yield
+        monkeypatch.undo()
+    return killed_at_meta
+
+
+def test_acks_behind_a_held_record_outlive_a_crash_before_the_meta_file_moves(tmp_path, kill_at_meta):
+    q = make(tmp_path)
+    q.put(b"aa")
+    q.put(b"bb")
+    held, behind = q.get_with_token(), q.get_with_token()
+    q.ack(behind[1])
+    with kill_at_meta():
+        q.ack(held[1])  # the journal must still guard bb while the meta file says aa is next
+    again = DiskQueue("q", str(tmp_path), max_bytes_per_file=100, min_msg_size=1, max_msg_size=50, sync_every=1)
+    assert drain(again) == [b"aa"]
+
+
+def test_a_move_acknowledged_behind_a_held_record_is_settled_once_after_a_crash(tmp_path, kill_at_meta):
+    """A dead-letter move whose acknowledgement reached the journal but not the meta file."""
+    q = make(tmp_path)
+    for r in (b"aa", b"bb", b"cc"):
+        q.put(r)
+    q.get_with_token()
+    _, moved = q.get_with_token()
+    q.begin_move(moved)
+    with kill_at_meta():
+        q.ack(moved)
+    again = DiskQueue("q", str(tmp_path), max_bytes_per_file=100, min_msg_size=1, max_msg_size=50, sync_every=1)
+    assert again.moving is None  # nothing to settle: the acknowledgement is durable
+    again.settle_move(True)
+    assert drain(again) == [b"aa", b"cc"]
+
+
+def test_a_failed_compaction_keeps_what_it_had_to_write(tmp_path, monkeypatch):
+    monkeypatch.setattr("nsqpy.diskqueue.journal.COMPACT_SLACK", 0)
+    q = make(tmp_path, sync_every=1000)
+    for r in (b"aa", b"bb", b"cc", b"dd"):
+        q.put(r)
+    taken = [q.get_with_token() for _ in range(4)]
+    q.set_marks([(taken[0][1], 1), (taken[1][1], 1)])
+    q.sync()
+    for i in (0, 1, 3):  # aa and bb in order (their marks go stale), dd behind cc
+        q.ack(taken[i][1])
+
+    def no_space(path, data):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr("nsqpy.diskqueue.journal.write_atomically", no_space)
+    with pytest.raises(OSError):
+        q.sync()  # the compaction fails after dd's acknowledgement is on disk
+    monkeypatch.undo()
+    again = make(tmp_path)
+    assert drain(again) == [b"cc"]
+
+
+def test_a_journal_without_its_meta_file_says_nothing_of_new_records(tmp_path):
+    """A queue deleted by something that knows no journal (NSQ's nsqd after
+    --export-for-go), then written anew at the same positions."""
+    q, taken = three_taken(tmp_path)
+    q.ack(taken[1][1])  # bb acknowledged behind aa
+    for name in os.listdir(tmp_path):
+        if "journal" not in name:
+            os.remove(tmp_path / name)
+    fresh = make(tmp_path)
+    for r in (b"xx", b"yy", b"zz"):
+        fresh.put(r)
+    again = make(tmp_path)  # a crash, then a restart: yy sits where bb was
+    assert drain(again) == [b"xx", b"yy", b"zz"]
+    again.close()

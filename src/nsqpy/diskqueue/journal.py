@@ -94,14 +94,16 @@ class Journal:
     def rewrite(self, live: dict[tuple[int, int], int]) -> None:
         """Replace the file with ``live`` entries only (none: remove it)."""
         self._close_file()
-        self._pending.clear()
-        self.entries = len(live)
         if not live:
             self.remove()
             return
+        # what is pending is part of ``live``; dropped only once the new file is in place
         write_atomically(self.path, b"".join(ENTRY.pack(n, p, s) for (n, p), s in live.items()))
+        self._pending.clear()
+        self.entries = len(live)
 
     def remove(self) -> None:
+        """No entries, pending or written."""
         self._close_file()
         self._pending.clear()
         self.entries = 0

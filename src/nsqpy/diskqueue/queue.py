@@ -211,8 +211,7 @@ class DiskQueue:
             if mark is not None:
                 self._marks[sequence] = (number, position, mark)
         # no sync: the durable position and depth are what they were (the
-        # record is outstanding now); fully read segments go only now
-        self._release_files()
+        # record is outstanding now)
         return data, (self._generation, sequence, number, position)
 
     def set_marks(self, marks: list[tuple[Token, int]]) -> None:
@@ -247,7 +246,6 @@ class DiskQueue:
             acked = self._acked
             while outstanding and outstanding[0][0] in acked:
                 del acked[outstanding.popleft()[0]]
-            self._release_files()
         else:
             self._acked[sequence] = (number, position)
             self._journal.append(number, position, ACKED)
@@ -317,7 +315,8 @@ class DiskQueue:
         return self.read_file_num, self.read_pos, self.depth
 
     def _release_files(self) -> None:
-        """Delete segments that are fully read and hold nothing unacknowledged."""
+        """Delete segments that are fully read and hold nothing unacknowledged
+        (after a sync: the meta file no longer points into them)."""
         durable_file = self._durable_position()[0]
         while self._oldest_file < min(durable_file, self.read_file_num):
             self._remove(self.file_name(self._oldest_file))
@@ -359,17 +358,22 @@ class DiskQueue:
         """Make durable what changed since the last sync, and only that: the
         segment written to, the journal's new entries, a meta file that says
         something new (an in-order FIN moves the read position; a delivery
-        mark only adds a journal entry)."""
+        mark only adds a journal entry).
+
+        In this order, so that a crash between any two steps loses nothing:
+        records, then what the journal adds, then the meta file's new read
+        position; only once that is durable may the journal shrink to what
+        is still live (its old entries guard the old read position) and
+        fully read segments go."""
         self._sync_writer()
         journal = self._journal
-        live = len(self._acked) + len(self._acked_before) + len(self._marks) + len(self._marks_before)
-        if journal.should_compact(live) or (not live and journal.entries):
-            journal.rewrite(self._live_journal())
-        else:
-            journal.flush()
+        journal.flush()
         self._write_metadata()
         self._unsynced_ops = 0
         self.unsynced_writes = 0
+        if journal.should_compact(self._live_count()):
+            journal.rewrite(self._live_journal())
+        self._release_files()
 
     def empty(self) -> None:
         """Drop every record; files are removed and numbering moves on."""
@@ -401,6 +405,8 @@ class DiskQueue:
         if self._closed:
             return
         self.sync()
+        if not self._live_count():
+            self._journal.remove()  # a clean stop leaves no journal that says nothing
         self._journal.close()
         self._close_reader()
         self._close_writer()
@@ -491,8 +497,8 @@ class DiskQueue:
             self.log.error("diskqueue(%s): sync failed: %s", self.name, error)
 
     def _finish_read_file(self) -> None:
-        """Move on to the next segment; this one goes once nothing read from
-        it is outstanding (``_release_files``, after the caller's bookkeeping)."""
+        """Move on to the next segment; this one goes at a sync once nothing
+        read from it is outstanding (``_release_files``)."""
         self._close_reader()
         self._read_file_size = -1
         self.read_file_num += 1
@@ -529,14 +535,14 @@ class DiskQueue:
         # first lets a topic be created while the process is out of descriptors.
         if not os.path.exists(self.metadata_file_name):
             self._recover_tail()  # a first segment without meta: count what it holds
-            self._load_journal(set())
+            self._journal.remove()  # one without its meta file (a queue deleted elsewhere) says nothing
             return
         try:
             with open(self.metadata_file_name) as f:
                 text = f.read()
         except FileNotFoundError:
             self._recover_tail()
-            self._load_journal(set())
+            self._journal.remove()
             return
         try:
             depth_line, read_line, write_line, *rest = text.split("\n")
@@ -611,7 +617,11 @@ class DiskQueue:
         if misfits or len(acked) > self.depth:
             self.log.error("diskqueue(%s): ignoring %d acknowledged records of a journal that does not fit the "
                            "queue; they will be read again", self.name, len(acked))
+            self._marks_before.clear()
+            self._journal.remove()  # left in place, it could name records written later
             return
+        if self.moving in acked:
+            self.moving = None  # the acknowledgement that ended the move is durable: nothing to settle
         self._acked_before = acked
         self.depth -= len(acked)
         if listed:  # into the journal, so the meta line can go
@@ -649,6 +659,9 @@ class DiskQueue:
             self.log.warning("diskqueue(%s): cut %d bytes of a torn write off %s", self.name, len(tail) - pos,
                              path)
             os.truncate(path, self.write_pos)
+
+    def _live_count(self) -> int:
+        return len(self._acked) + len(self._acked_before) + len(self._marks) + len(self._marks_before)
 
     def _live_journal(self) -> dict[tuple[int, int], int]:
         """The journal entries that still say something: acknowledged records
