@@ -31,6 +31,7 @@ from .message import Message
 from .queue import MessageQueue
 
 _DUE: Final = struct.Struct(">q")  # unix nanoseconds, before each deferred record
+DEAD_LETTERED_KEPT: Final = 10_000  # ids of recent dead letters a copy left by a crash is checked against
 
 
 class Channel:
@@ -59,6 +60,10 @@ class Channel:
         self.requeue_count = 0
         self.timeout_count = 0
         self.dead_letter_count = 0
+        # ids this channel dead-lettered lately: a crash between a requeue's
+        # rewrite and the release of the old record leaves two records of one
+        # message, and with its attempts restored both would be dead-lettered
+        self._dead_lettered: dict[bytes, None] = {}
         self.expired_count = 0
         self.limit = limit or DepthLimit(f"channel {topic.name}/{name}")  # bounds.py; the topic checks publishes
 
@@ -259,7 +264,7 @@ class Channel:
                     # a second copy of one in flight (a crash between rewriting and
                     # releasing a disk record leaves two), or sampled out: done with it
                     if message.disk_token is not None:
-                        if message.id in in_flight or message.id in disk_ids:
+                        if message.id in in_flight or message.id in disk_ids or message.id in self._dead_lettered:
                             queue.ack(message)
                             continue
                         disk_ids.add(message.id)
@@ -303,6 +308,11 @@ class Channel:
             return False
         self.queue.ack(message)
         self.dead_letter_count += 1
+        if held is not None:
+            dead_lettered = self._dead_lettered
+            dead_lettered[message.id] = None
+            if len(dead_lettered) > DEAD_LETTERED_KEPT:
+                del dead_lettered[next(iter(dead_lettered))]
         return True
 
     # --- a consumer's answers (FIN, REQ, TOUCH) --------------------------------
