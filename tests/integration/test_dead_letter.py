@@ -4,6 +4,7 @@ topic with its body; the policy is set by flag or HTTP, shown in /stats and
 /metrics, and survives a restart in nsqd.dat."""
 
 import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from nsqpy.diskqueue import DiskQueue
 from nsqpy.localcluster import nsqd_process
 from nsqpy.nsqd.message import Message
+from nsqpy.nsqd.storage import DUE_SIZE
 from nsqpy.protocol import commands as cmd
 from nsqpy.protocol.message import MESSAGE_HEADER_SIZE
 from tests.support.wire import WireConn, http, http_json, wait_until
@@ -131,17 +133,20 @@ def test_a_topic_too_long_for_its_default_dead_letter_name_needs_one_named(start
     assert (config["max_attempts"], config["dead_letter_topic"]) == (5, "long.dead")
 
 
-def offline_queue(data_path, name: str) -> DiskQueue:
+def offline_queue(data_path, name: str, header: int = MESSAGE_HEADER_SIZE) -> DiskQueue:
     """A channel's disk queue opened as nsqd opens it, while nsqd is stopped."""
-    return DiskQueue(name, str(data_path), max_bytes_per_file=100 * 1024 * 1024, min_msg_size=MESSAGE_HEADER_SIZE,
-                     max_msg_size=1024 * 1024 + MESSAGE_HEADER_SIZE, sync_every=1)
+    return DiskQueue(name, str(data_path), max_bytes_per_file=100 * 1024 * 1024, min_msg_size=header,
+                     max_msg_size=1024 * 1024 + header, sync_every=1)
 
 
+@pytest.mark.parametrize("held_on", ["queue", "deferred"])
 @pytest.mark.parametrize("copy_made", [True, False], ids=["copy-made", "copy-not-made"])
-def test_a_dead_letter_cut_short_by_a_crash_is_settled_at_startup(tmp_path, copy_made):
+def test_a_dead_letter_cut_short_by_a_crash_is_settled_at_startup(tmp_path, copy_made, held_on):
     """The state kill -9 leaves between the copy to the dead-letter topic and
     the release at the source, made by hand: the message is dead-lettered
-    exactly once after the restart, whether the copy was made or not."""
+    exactly once after the restart, whether the copy was made or not, and
+    whether its record is on the channel's queue or on its deferred queue (a
+    deferred publish come due keeps its record there until it is done)."""
     data = tmp_path / "data"
     data.mkdir()
     flags = ("--mem-queue-size=0", "--sync-every=1", "--max-attempts=1")
@@ -149,17 +154,22 @@ def test_a_dead_letter_cut_short_by_a_crash_is_settled_at_startup(tmp_path, copy
         for path in ("topic/create?topic=poison", "channel/create?topic=poison&channel=ch",
                      "topic/create?topic=poison.dead", "channel/create?topic=poison.dead&channel=dl"):
             assert http("POST", f"{daemon.http_url}/{path}")[0] == 200
-        assert http("POST", f"{daemon.http_url}/pub?topic=poison", b"poison-pill")[0] == 200
-        with WireConn(daemon.tcp_hostport) as c:  # delivered once, then the consumer goes away
-            c.subscribe("poison", "ch", rdy=1)
-            assert c.message(timeout=15).attempts == 1
-    # nsqd stopped cleanly; "ch" holds the message with one attempt: next dispatch dead-letters it
-    source = offline_queue(data, "poison:ch")
+        if held_on == "queue":
+            assert http("POST", f"{daemon.http_url}/pub?topic=poison", b"poison-pill")[0] == 200
+            with WireConn(daemon.tcp_hostport) as c:  # delivered once, then the consumer goes away
+                c.subscribe("poison", "ch", rdy=1)
+                assert c.message(timeout=15).attempts == 1
+    # nsqd stopped; "ch" holds the message with one attempt: next dispatch dead-letters it
+    if held_on == "queue":
+        source = offline_queue(data, "poison:ch")
+    else:  # a deferred publish, due long ago, delivered once
+        source = offline_queue(data, "poison:ch#deferred", MESSAGE_HEADER_SIZE + DUE_SIZE)
+        source.put(struct.pack(">q", 1) + Message(b"%016d" % 1, b"poison-pill", 1, attempts=1).encode())
     record, token = source.get_with_token()
     source.begin_move(token)  # what the channel writes before it copies
     source.close()
     if copy_made:
-        copy = Message.decode(record)
+        copy = Message.decode(record[DUE_SIZE:] if held_on == "deferred" else record)
         dead = offline_queue(data, "poison.dead:dl")
         dead.put(Message(copy.id, copy.body, copy.timestamp).encode())
         dead.close()

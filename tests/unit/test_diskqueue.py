@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from nsqpy.diskqueue import DiskQueue
+from nsqpy.diskqueue.journal import Journal
 
 
 def make(path, **kw) -> DiskQueue:
@@ -347,6 +348,7 @@ def test_a_reader_that_caught_up_follows_the_writer_into_the_next_segment(tmp_pa
 SHORT_WRITE = """
 import os, resource, signal, sys
 from nsqpy.diskqueue import DiskQueue
+from nsqpy.diskqueue.journal import Journal
 make = lambda: DiskQueue("q", sys.argv[1], max_bytes_per_file=1 << 20, min_msg_size=1, max_msg_size=100,
                          sync_every=2500)
 q = make()
@@ -455,4 +457,79 @@ def test_a_journal_without_its_meta_file_says_nothing_of_new_records(tmp_path):
         fresh.put(r)
     again = make(tmp_path)  # a crash, then a restart: yy sits where bb was
     assert drain(again) == [b"xx", b"yy", b"zz"]
+    again.close()
+
+
+
+class KilledAt(BaseException):
+    """kill -9 at a chosen step of a requeue."""
+
+
+def crash_at(monkeypatch, step: str) -> None:
+    """The next rewrite dies at ``step``: with the journal's move pair
+    written but not the copy (``copy``); with the copy written, at the
+    first fsync after it (``release``); or while the meta file is
+    replaced (``meta``)."""
+    def killed(*args, **kwargs):
+        raise KilledAt(step)
+    if step == "copy":
+        write_move = Journal.write_move
+
+        def pair_then_killed(self, *args):
+            write_move(self, *args)
+            killed()
+        monkeypatch.setattr(Journal, "write_move", pair_then_killed)
+    elif step == "release":
+        monkeypatch.setattr(os, "fsync", killed)
+    else:
+        monkeypatch.setattr("nsqpy.diskqueue.queue.write_atomically", killed)
+
+
+@pytest.mark.parametrize("held_before", [False, True])
+@pytest.mark.parametrize("step", ["copy", "release", "meta"])
+def test_a_rewrite_cut_short_anywhere_leaves_exactly_one_record_of_it(tmp_path, monkeypatch, step, held_before):
+    """nsqd's requeue while memory is full: a crash between writing the copy
+    and releasing the original used to leave both (two deliveries, and with
+    attempts kept, two dead letters)."""
+    q = make(tmp_path, max_bytes_per_file=20)  # aa and bb fill a segment: the copy starts the next
+    for r in (b"aa", b"bb"):
+        q.put(r)
+    first = q.get_with_token()
+    second = q.get_with_token()
+    requeued = second if held_before else first  # behind a held record, or the oldest one
+    crash_at(monkeypatch, step)
+    with pytest.raises(KilledAt):
+        q.rewrite(requeued[1], requeued[0].upper())
+    monkeypatch.undo()
+    again = make(tmp_path, max_bytes_per_file=20)
+    records = drain(again)
+    assert sorted(r.lower() for r in records) == [b"aa", b"bb"], records
+    assert (requeued[0].upper() in records) == (step != "copy")
+
+
+def test_a_copy_never_written_is_not_mistaken_for_a_record_written_in_its_place(tmp_path):
+    """The journal names a copy that was then refused (here: too large); a
+    later record written where the copy would have been is not it."""
+    q = make(tmp_path)
+    for r in (b"aa", b"bb"):
+        q.put(r)
+    q.get_with_token()
+    _, token = q.get_with_token()
+    with pytest.raises(ValueError):
+        q.rewrite(token, b"B" * 60)
+    q.put(b"cc")  # where the copy would have gone
+    again = make(tmp_path)  # a crash: bb was never released
+    assert drain(again) == [b"aa", b"bb", b"cc"]
+
+
+def test_half_a_move_pair_is_cut_off(tmp_path):
+    q, taken = three_taken(tmp_path)
+    q.ack(taken[1][1])
+    journal = tmp_path / "q.diskqueue.journal.dat"
+    size = os.path.getsize(journal)
+    with open(journal, "ab") as f:
+        f.write(struct.pack(">iqi", 0, 0, -2))  # a crash inside the pair's write
+    again = make(tmp_path)
+    assert drain(again) == [b"aa", b"cc"]
+    assert os.path.getsize(journal) == size
     again.close()

@@ -7,6 +7,16 @@ was acknowledged out of order (behind one still outstanding); a state of 0
 or more is a mark the owner set on it (nsqd: how many times the message was
 delivered). The last entry for a record wins.
 
+A pair of entries says a record is being written again at the tail (nsqd:
+a requeue while memory is full): ``[file][position][MOVED]`` for the
+record, then ``[file][position][checksum]`` for where its copy starts and
+the low 31 bits of the copy's CRC-32. The pair is written before the copy
+and needs no entry after it: when loading, a complete copy with that
+checksum means the record is acknowledged, whatever came after the pair
+for it; no copy (a crash before it was written, a disk that refused it)
+means the pair says nothing. So a crash anywhere in a requeue leaves
+exactly one of the two records, for the price of one sync.
+
 Why a file of its own and not lines in the meta file: the meta file is
 rewritten whole at every sync, so a list there costs each sync as much as
 the list is long. Here each acknowledgement or mark costs one entry appended
@@ -24,13 +34,24 @@ lost compaction or a torn last entry (cut off when loading) loses nothing.
 
 import os
 import struct
+import zlib
 from typing import BinaryIO, Final
 
 from ..atomicfile import write_atomically
 
 ENTRY: Final = struct.Struct(">iqi")
 ACKED: Final = -1
+MOVED: Final = -2
 COMPACT_SLACK: Final = 65536  # entries (1 MiB) appended before a compaction is considered
+
+Start = tuple[int, int]  # where a record begins: (file number, position)
+Move = tuple[Start, Start, int]  # a record, where its copy starts, the copy's checksum
+
+
+def checksum(data: bytes) -> int:
+    """What a move pair says of the copy: fits an entry's int32 state, and
+    is never ``MOVED``, so a pair's halves cannot be mistaken."""
+    return zlib.crc32(data) & 0x7FFFFFFF
 
 
 class Journal:
@@ -40,30 +61,50 @@ class Journal:
         self._pending: list[bytes] = []
         self._file: BinaryIO | None = None
 
-    def load(self) -> dict[tuple[int, int], int]:
-        """Every record's last state; a torn last entry is cut off. A queue
-        without a journal opens nothing (a topic can be created while the
-        process is out of descriptors)."""
+    def load(self) -> tuple[dict[Start, int], list[Move]]:
+        """Every record's last state, and the move pairs; a torn last entry
+        (or pair) is cut off. A queue without a journal opens nothing (a
+        topic can be created while the process is out of descriptors)."""
         if not os.path.exists(self.path):
-            return {}
+            return {}, []
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
-            return {}
-        whole = len(data) - len(data) % ENTRY.size
+            return {}, []
+        entries = list(ENTRY.iter_unpack(memoryview(data)[:len(data) - len(data) % ENTRY.size]))
+        if entries and entries[-1][2] == MOVED:
+            entries.pop()  # half a pair (a checksum is never MOVED): its copy was never written
+        whole = len(entries) * ENTRY.size
         if whole < len(data):
             os.truncate(self.path, whole)
-        states: dict[tuple[int, int], int] = {}
-        for number, position, state in ENTRY.iter_unpack(memoryview(data)[:whole]):
+        states: dict[Start, int] = {}
+        moves: list[Move] = []
+        index = 0
+        while index < len(entries):
+            number, position, state = entries[index]
+            if state == MOVED:
+                copy_number, copy_position, copy_checksum = entries[index + 1]
+                moves.append(((number, position), (copy_number, copy_position), copy_checksum))
+                index += 2
+                continue
             states[(number, position)] = state
-        self.entries = whole // ENTRY.size
-        return states
+            index += 1
+        self.entries = len(entries)
+        return states, moves
 
     def append(self, number: int, position: int, state: int) -> None:
         """Written at the next ``flush``."""
         self._pending.append(ENTRY.pack(number, position, state))
         self.entries += 1
+
+    def write_move(self, record: Start, copy: Start, copy_checksum: int) -> None:
+        """A move pair, in the file at once (written, not fsynced: the next
+        sync makes it durable with the copy), so that it is there before
+        the copy. Raises ``OSError`` when the disk refuses: nothing of it
+        stays."""
+        self._write_out(ENTRY.pack(*record, MOVED) + ENTRY.pack(*copy, copy_checksum), fsync=False)
+        self.entries += 2
 
     def should_compact(self, live: int) -> bool:
         return self.entries > 2 * live + COMPACT_SLACK
@@ -74,22 +115,26 @@ class Journal:
         later entries stay aligned), and they are tried at the next flush."""
         if not self._pending:
             return
+        self._write_out(b"".join(self._pending), fsync=True)
+        self._pending.clear()
+
+    def _write_out(self, data: bytes, fsync: bool) -> None:
         journal = self._file
         if journal is None:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             journal = self._file = os.fdopen(fd, "ab", buffering=0)
         end = os.fstat(journal.fileno()).st_size
-        data = memoryview(b"".join(self._pending))
+        view = memoryview(data)
         try:
-            while data:
-                written = journal.write(data)
-                data = data[written:]
-            os.fsync(journal.fileno())
+            while view:
+                written = journal.write(view)
+                view = view[written:]
+            if fsync:
+                os.fsync(journal.fileno())
         except OSError:
             self._close_file()
             os.truncate(self.path, end)
             raise
-        self._pending.clear()
 
     def rewrite(self, live: dict[tuple[int, int], int]) -> None:
         """Replace the file with ``live`` entries only (none: remove it)."""
@@ -119,3 +164,4 @@ class Journal:
         if self._file is not None:
             self._file.close()
             self._file = None
+

@@ -28,6 +28,10 @@ mark a record it handed out with a number that survives a crash
 nsqd reads the meta file only (its depth still counts the acknowledged
 records), so it reads those records again: at least once, as NSQ always was.
 
+A record written again at the tail of its own queue (``rewrite``: nsqd's
+requeue while memory is full) is released in the same step: the journal
+names the pair before the copy is written, so a crash leaves one of them.
+
 A record about to be copied to another queue and then acknowledged (a
 dead-letter topic) is named first on a line ``moving <file>,<pos>``: a crash
 between the copy and the acknowledgement leaves that line, so the owner can
@@ -42,7 +46,7 @@ from collections import deque
 from typing import BinaryIO, Final, NoReturn
 
 from ..atomicfile import write_atomically
-from .journal import ACKED, Journal
+from .journal import ACKED, Journal, checksum
 
 _LENGTH: Final = struct.Struct(">i")
 RECORD_HEADER_SIZE: Final = _LENGTH.size  # the int32 length before every record
@@ -146,6 +150,29 @@ class DiskQueue:
         self._unsynced_ops += len(records) - 1
         self._count_op()
 
+    def rewrite(self, token: Token, data: bytes) -> None:
+        """The record behind ``token`` written again at the tail as ``data``
+        (nsqd: a requeue while memory is full) and acknowledged, as one
+        step: the journal names both before the copy is written, so after a
+        crash anywhere in between exactly one of them is read again; one
+        sync towards ``sync_every``, not two. Raises ``OSError`` when the
+        disk refuses: the record stays as it was."""
+        generation, _, number, position = token
+        if generation != self._generation:  # emptied since: nothing to release
+            self.put(data)
+            return
+        size = len(data)
+        copy_at = (self.write_file_num, self.write_pos)
+        if self._starts_new_file(self.write_pos, size):
+            copy_at = (self.write_file_num + 1, 0)
+        self._journal.write_move((number, position), copy_at, checksum(data))
+        self._write([data])
+        self.ack(token)
+
+    def _starts_new_file(self, position: int, size: int) -> bool:
+        """Whether a record of ``size`` bytes written at ``position`` goes to a new segment."""
+        return position > 0 and position + RECORD_HEADER_SIZE + size > self.max_bytes_per_file
+
     def _write(self, records: list[bytes]) -> None:
         for data in records:
             size = len(data)
@@ -155,7 +182,7 @@ class DiskQueue:
         position = self.write_pos
         for data in records:
             size = len(data)
-            if position > 0 and position + RECORD_HEADER_SIZE + size > self.max_bytes_per_file:
+            if self._starts_new_file(position, size):
                 self._write_segment_part(parts, position)
                 parts = []
                 self._roll_write_file()
@@ -280,6 +307,14 @@ class DiskQueue:
             f.seek(position)
             size = _LENGTH.unpack(f.read(RECORD_HEADER_SIZE))[0]
             return f.read(size)
+
+    def _holds(self, start: tuple[int, int], copy_checksum: int) -> bool:
+        """Whether the record at ``start`` (within the written range) is the
+        copy a move pair names."""
+        try:
+            return checksum(self.record_at(start)) == copy_checksum
+        except (OSError, struct.error):
+            return False
 
     def last_record(self) -> bytes | None:
         """The newest record not yet read, or None (its segment is scanned from
@@ -599,10 +634,13 @@ class DiskQueue:
         the depth, means the journal does not fit this queue: its
         acknowledgements are ignored (those records are read again, at least
         once) and said so."""
-        states = self._journal.load()
+        states, moves = self._journal.load()
         for start in listed:
             states[start] = ACKED
         read_from, write_to = (self.read_file_num, self.read_pos), (self.write_file_num, self.write_pos)
+        for start, copy_at, copy_checksum in moves:
+            if read_from <= start < copy_at < write_to and self._holds(copy_at, copy_checksum):
+                states[start] = ACKED  # its copy is complete: the requeue happened
         acked: set[tuple[int, int]] = set()
         misfits = 0
         for start, state in states.items():

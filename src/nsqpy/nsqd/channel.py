@@ -11,8 +11,9 @@ and are refused with NSQ's error when that client does not hold that message
 (``inflight.InFlight`` keeps them by id and by deadline); clients only keep
 counts. Deferred messages wait in a heap; with ``--mem-queue-size=0`` a
 deferred publish is also written to the channel's deferred disk queue (due
-time + message) and released once due and moved, so deferral survives a
-restart or a crash. Every time comes from one clock, the loop's.
+time + message) and keeps that record until it is finished, come due or not,
+so deferral survives a restart or a crash and no move between two disks
+can leave two records of it. Every time comes from one clock, the loop's.
 """
 
 import heapq
@@ -23,6 +24,7 @@ from typing import Final
 
 from ..protocol.errors import E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED, ProtocolError
 from ..protocol.names import is_ephemeral
+from ..diskqueue import DiskQueue
 from .batch import Batch
 from .bounds import DepthLimit
 from .dead_letter import default_dead_letter_topic, is_valid_dead_letter_topic
@@ -60,9 +62,9 @@ class Channel:
         self.requeue_count = 0
         self.timeout_count = 0
         self.dead_letter_count = 0
-        # ids this channel dead-lettered lately: a crash between a requeue's
-        # rewrite and the release of the old record leaves two records of one
-        # message, and with its attempts restored both would be dead-lettered
+        # ids this channel dead-lettered lately: a crash while the topic hands
+        # a disk record to its channels leaves two copies of one message
+        # here, and both would reach max_attempts
         self._dead_lettered: dict[bytes, None] = {}
         self.expired_count = 0
         self.limit = limit or DepthLimit(f"channel {topic.name}/{name}")  # bounds.py; the topic checks publishes
@@ -261,8 +263,9 @@ class Channel:
                         pending = 0
                         break
                     pending -= 1
-                    # a second copy of one in flight (a crash between rewriting and
-                    # releasing a disk record leaves two), or sampled out: done with it
+                    # a second copy of one in flight or dead-lettered lately (a crash
+                    # while the topic hands a disk record to its channels leaves two),
+                    # or sampled out: done with it
                     if message.disk_token is not None:
                         if message.id in in_flight or message.id in disk_ids or message.id in self._dead_lettered:
                             queue.ack(message)
@@ -314,6 +317,30 @@ class Channel:
             if len(dead_lettered) > DEAD_LETTERED_KEPT:
                 del dead_lettered[next(iter(dead_lettered))]
         return True
+
+    def interrupted_moves(self) -> list[tuple[DiskQueue, bytes]]:
+        """After a restart: (disk, message id) for each of this channel's
+        disks where a crash cut dead-lettering short (dead_letter.settle_interrupted)."""
+        moves = []
+        for disk, skip in ((self.queue.disk, 0), (self.deferred_disk, _DUE.size)):
+            if disk is not None and disk.moving is not None:
+                moves.append((disk, Message.decode(disk.record_at(disk.moving)[skip:]).id))
+        return moves
+
+    def settle_move(self, disk: DiskQueue, copied: bool) -> None:
+        """The interrupted dead-lettering on ``disk`` is complete (``copied``:
+        the record goes) or is to be done again (it is read as usual). A
+        deferred record was read into the heap when the channel was made,
+        so a complete one is taken out of it and released."""
+        if copied and disk is self.deferred_disk:
+            for entry in self.deferred:
+                held = entry[2].disk_token
+                if held is not None and held[1][2:] == disk.moving:
+                    self.deferred.remove(entry)
+                    heapq.heapify(self.deferred)
+                    MessageQueue.ack(entry[2])  # the acknowledgement ends the move
+                    return
+        disk.settle_move(copied)
 
     # --- a consumer's answers (FIN, REQ, TOUCH) --------------------------------
 

@@ -37,7 +37,8 @@ def settle_interrupted(nsqd) -> None:
     """After a crash in the middle of dead-lettering (at most one message:
     it is done in one go on the event loop), finish it exactly once.
 
-    A channel names the record it is moving before it copies it (the copy keeps
+    A channel names the record it is moving (on its disk queue or its
+    deferred one) before it copies it (the copy keeps
     the message's id) and acknowledges it after. Found named at startup, before
     anything is delivered: if the copy was made, it is the newest record of the
     dead-letter topic (no channels then) or of some of its channels. Then the
@@ -45,24 +46,20 @@ def settle_interrupted(nsqd) -> None:
     not delivered again; otherwise the record is read again and dead-lettered
     as usual."""
     for channel in list(nsqd.channels()):
-        disk = channel.queue.disk
-        if disk is None or disk.moving is None:
-            continue
-        message_id = Message.decode(disk.record_at(disk.moving)).id
-        target = nsqd.get_topic(channel.dead_letter_topic)
-        copy = _newest_if(target.queue, message_id)
-        if copy is None:
-            arrived = {name: _newest_if(each.queue, message_id) for name, each in target.channels.items()}
-            copy = next((record for record in arrived.values() if record is not None), None)
-            if copy is not None:
-                for name, record in arrived.items():
-                    if record is None:
-                        target.channels[name].queue.put(Message.decode(copy))
-        disk.settle_move(copy is not None)
-        nsqd.log.warning("TOPIC(%s): CHANNEL(%s): dead-lettering of %s was cut short by a crash; %s",
-                         channel.topic.name, channel.name, message_id.decode("ascii", "replace"),
-                         "completed now" if copy is not None else "it will be done again")
-
+        for disk, message_id in channel.interrupted_moves():
+            target = nsqd.get_topic(channel.dead_letter_topic)
+            copy = _newest_if(target.queue, message_id)
+            if copy is None:
+                arrived = {name: _newest_if(each.queue, message_id) for name, each in target.channels.items()}
+                copy = next((record for record in arrived.values() if record is not None), None)
+                if copy is not None:
+                    for name, record in arrived.items():
+                        if record is None:
+                            target.channels[name].queue.put(Message.decode(copy))
+            channel.settle_move(disk, copy is not None)
+            nsqd.log.warning("TOPIC(%s): CHANNEL(%s): dead-lettering of %s was cut short by a crash; %s",
+                             channel.topic.name, channel.name, message_id.decode("ascii", "replace"),
+                             "completed now" if copy is not None else "it will be done again")
 
 def _newest_if(queue, message_id: bytes) -> bytes | None:
     """The newest record on ``queue``'s disk if it is the message ``message_id``."""

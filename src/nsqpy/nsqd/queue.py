@@ -80,14 +80,23 @@ class MessageQueue:
         return self.disk.unsynced_writes if self.disk is not None else 0
 
     def put(self, message: Message) -> None:
-        """A message back in memory keeps its disk record; one written to disk
-        again releases the old record only once the new one is written."""
-        if self.memory_depth < self.capacity:
+        """A message back in memory keeps its disk record. Without room, one
+        read from this queue's disk is rewritten there in one step (a crash
+        leaves one record of it); one whose record is on another disk (a
+        due deferred publish) stays in memory all the same, keeping that
+        record: it was in memory while deferred, and a move between two
+        disks would take two steps a crash could split."""
+        disk = self.disk
+        held = message.disk_token
+        if self.memory_depth < self.capacity or (held is not None and held[0] is not disk):
             self.memory.append(message)
             self.memory_depth += 1
-        elif self.disk is not None:
-            self.disk.put(message.encode())
-            self.ack(message)
+        elif disk is not None:
+            if held is not None:
+                disk.rewrite(held[1], message.encode())
+                message.disk_token = None
+            else:
+                disk.put(message.encode())
         else:
             self.dropped += 1
 
