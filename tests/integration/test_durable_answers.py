@@ -1,6 +1,7 @@
 """Durable mode (--mem-queue-size=0 --sync-every=1) keeps consumers' answers
 across kill -9: a FIN is final however many wait behind a held message, a
-message's attempts count every delivery, and a restarted nsqd delivers at once."""
+message's attempts count every delivery, and a restarted nsqd delivers at once.
+Between syncs (any --sync-every), a FIN nsqd has handled survives kill -9 too."""
 
 import time
 
@@ -9,7 +10,7 @@ from nsqpy.protocol import commands as cmd
 from nsqpy.protocol.errors import parse_error_frame
 from nsqpy.protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE
 from nsqpy.protocol.message import decode_message
-from tests.support.wire import WireConn, http, wait_until
+from tests.support.wire import WireConn, http, http_json, wait_until
 
 SAFE = ("--mem-queue-size=0", "--sync-every=1", "--msg-timeout=10m")  # held messages stay held
 TIMER_SYNCED = ("--mem-queue-size=0", "--sync-every=1000000", "--sync-timeout=100ms", "--msg-timeout=10m")
@@ -117,3 +118,36 @@ def test_attempts_survive_kill_9(tmp_path):
             if count > max_attempts + crashes_in_flight.get(body, 0)}
     assert not over, f"{len(over)} messages delivered past max_attempts: {sorted(over.items())[:5]}"
     assert max(deliveries.values()) >= max_attempts, "the rounds never reached max_attempts"
+
+
+def test_fins_survive_kill_9_between_syncs(tmp_path):
+    """At nsqd's default --sync-every, with a sync timer that never fires:
+    FINs followed by a reply (here the error of a FIN nobody holds, as a
+    consumer confirms its answers), and FINs nsqd has simply handled, are
+    not delivered again after kill -9, though no sync made them durable."""
+    data = tmp_path / "data"
+    data.mkdir()
+    flags = ("--mem-queue-size=0", "--sync-timeout=1h", "--msg-timeout=10m")
+    bodies = [b"m%04d" % i for i in range(2000)]
+    with nsqd_process(str(data), *flags) as daemon:
+        create_channel(daemon, "t")
+        mpub(daemon, "t", bodies)
+        with WireConn(daemon.tcp_hostport) as c:
+            c.subscribe("t", "ch", rdy=1000)
+            confirmed = c.messages(1000, timeout=30)
+            c.send(cmd.rdy(0))
+            for message in confirmed:
+                c.send(cmd.fin(message.id))
+            assert confirm_answers(c) == []
+            c.send(cmd.rdy(1000))
+            handled = c.messages(1000, timeout=30)
+            for message in handled[:-1]:  # the last one stays in flight
+                c.send(cmd.fin(message.id))
+            wait_until(lambda: http_json("GET", f"{daemon.http_url}/stats?format=json&topic=t")[1]
+                       ["topics"][0]["channels"][0]["in_flight_count"] == 1, timeout=30)
+            daemon.process.kill()
+            daemon.process.wait(10)
+    with nsqd_process(str(data), *flags) as daemon:
+        with WireConn(daemon.tcp_hostport) as c:
+            c.subscribe("t", "ch", rdy=100)
+            assert c.drain(quiet=1.5) == [handled[-1].body]

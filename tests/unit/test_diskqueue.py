@@ -533,3 +533,55 @@ def test_half_a_move_pair_is_cut_off(tmp_path):
     assert drain(again) == [b"aa", b"cc"]
     assert os.path.getsize(journal) == size
     again.close()
+
+
+def test_acknowledgements_flushed_without_a_sync_outlive_a_crash_of_the_process(tmp_path):
+    """--sync-every and --sync-timeout bound what a power loss may take back;
+    a flush (nsqd: once per loop turn) keeps every acknowledgement through
+    kill -9 in between, in order or not, across segments."""
+    q = make(tmp_path, sync_every=1000)
+    records = [b"%02d" % i * 10 for i in range(12)]  # 3 segments of 4
+    for r in records:
+        q.put(r)
+    q.sync()
+    taken = [q.get_with_token() for _ in range(9)]
+    for i in (0, 1, 2, 3, 4, 5, 7):  # 6 held, 7 acknowledged behind it
+        q.ack(taken[i][1])
+    q.set_marks([(taken[6][1], 3)])
+    q.flush()
+    again = make(tmp_path)  # kill -9: no sync since the puts
+    first = again.get_with_token()
+    assert again.mark_of(first[1]) == 3
+    again.ack(first[1])
+    assert [first[0], *drain(again)] == [records[6], records[8], records[9], records[10], records[11]]
+    assert again.depth == 0
+    again.sync()
+    assert segment_numbers(tmp_path) == [2]  # the segments read before the crash go at the first sync
+
+
+def test_what_was_not_flushed_comes_back_after_a_crash(tmp_path):
+    q = make(tmp_path, sync_every=1000)
+    for r in (b"aa", b"bb", b"cc"):
+        q.put(r)
+    q.sync()
+    q.ack(q.get_with_token()[1])
+    q.flush()
+    q.ack(q.get_with_token()[1])  # acknowledged, not flushed yet
+    again = make(tmp_path)
+    assert drain(again) == [b"bb", b"cc"]
+
+
+def test_a_queue_says_once_when_it_has_something_to_flush(tmp_path):
+    q = make(tmp_path, sync_every=1000)
+    dirty = []
+    q.on_dirty = dirty.append
+    for r in (b"aa", b"bb"):
+        q.put(r)
+    assert dirty == []  # writes are in the file already
+    for _ in range(2):
+        q.ack(q.get_with_token()[1])
+    assert dirty == [q]
+    q.flush()
+    q.put(b"cc")
+    q.ack(q.get_with_token()[1])
+    assert dirty == [q, q]

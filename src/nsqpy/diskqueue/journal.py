@@ -7,6 +7,13 @@ was acknowledged out of order (behind one still outstanding); a state of 0
 or more is a mark the owner set on it (nsqd: how many times the message was
 delivered). The last entry for a record wins.
 
+State ``READ_TO`` (-3) names the oldest record not yet acknowledged, so
+everything before it is: the read position the meta file will hold after
+the next sync. The queue writes it, with the other new entries, as soon as
+its owner asks (``DiskQueue.flush``: nsqd, once per loop turn), without an
+fsync: a crash of the process then loses no acknowledgement it made, while
+a power loss is covered from the next sync on, as before.
+
 A pair of entries says a record is being written again at the tail (nsqd:
 a requeue while memory is full): ``[file][position][MOVED]`` for the
 record, then ``[file][position][checksum]`` for where its copy starts and
@@ -35,6 +42,7 @@ lost compaction or a torn last entry (cut off when loading) loses nothing.
 import os
 import struct
 import zlib
+from dataclasses import dataclass
 from typing import BinaryIO, Final
 
 from ..atomicfile import write_atomically
@@ -42,10 +50,19 @@ from ..atomicfile import write_atomically
 ENTRY: Final = struct.Struct(">iqi")
 ACKED: Final = -1
 MOVED: Final = -2
+READ_TO: Final = -3
 COMPACT_SLACK: Final = 65536  # entries (1 MiB) appended before a compaction is considered
 
 Start = tuple[int, int]  # where a record begins: (file number, position)
 Move = tuple[Start, Start, int]  # a record, where its copy starts, the copy's checksum
+
+
+@dataclass
+class Loaded:
+    """What a journal file says (``Journal.load``)."""
+    states: dict[Start, int]  # each record's last state
+    moves: list[Move]
+    read_to: Start | None  # the furthest READ_TO
 
 
 def checksum(data: bytes) -> int:
@@ -60,38 +77,43 @@ class Journal:
         self.entries = 0  # in the file, including those not written yet
         self._pending: list[bytes] = []
         self._file: BinaryIO | None = None
+        self._unsynced = False  # entries written without an fsync since the last one
 
-    def load(self) -> tuple[dict[Start, int], list[Move]]:
-        """Every record's last state, and the move pairs; a torn last entry
-        (or pair) is cut off. A queue without a journal opens nothing (a
-        topic can be created while the process is out of descriptors)."""
+    def load(self) -> "Loaded":
+        """Every record's last state, the move pairs and the furthest
+        ``READ_TO``; a torn last entry (or pair) is cut off. A queue without
+        a journal opens nothing (a topic can be created while the process
+        is out of descriptors)."""
+        loaded = Loaded({}, [], None)
         if not os.path.exists(self.path):
-            return {}, []
+            return loaded
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
-            return {}, []
+            return loaded
         entries = list(ENTRY.iter_unpack(memoryview(data)[:len(data) - len(data) % ENTRY.size]))
         if entries and entries[-1][2] == MOVED:
             entries.pop()  # half a pair (a checksum is never MOVED): its copy was never written
         whole = len(entries) * ENTRY.size
         if whole < len(data):
             os.truncate(self.path, whole)
-        states: dict[Start, int] = {}
-        moves: list[Move] = []
         index = 0
         while index < len(entries):
             number, position, state = entries[index]
             if state == MOVED:
                 copy_number, copy_position, copy_checksum = entries[index + 1]
-                moves.append(((number, position), (copy_number, copy_position), copy_checksum))
+                loaded.moves.append(((number, position), (copy_number, copy_position), copy_checksum))
                 index += 2
                 continue
-            states[(number, position)] = state
+            if state == READ_TO:
+                if loaded.read_to is None or (number, position) > loaded.read_to:
+                    loaded.read_to = (number, position)
+            else:
+                loaded.states[(number, position)] = state
             index += 1
         self.entries = len(entries)
-        return states, moves
+        return loaded
 
     def append(self, number: int, position: int, state: int) -> None:
         """Written at the next ``flush``."""
@@ -105,24 +127,34 @@ class Journal:
         stays."""
         self._write_out(ENTRY.pack(*record, MOVED) + ENTRY.pack(*copy, copy_checksum), fsync=False)
         self.entries += 2
+        self._unsynced = True
 
     def should_compact(self, live: int) -> bool:
         return self.entries > 2 * live + COMPACT_SLACK
 
-    def flush(self) -> None:
-        """The appended entries on disk, fsynced. Raises ``OSError`` when the
-        disk refuses: what part of them was written is cut off again (so
-        later entries stay aligned), and they are tried at the next flush."""
-        if not self._pending:
-            return
-        self._write_out(b"".join(self._pending), fsync=True)
-        self._pending.clear()
+    def flush(self, fsync: bool = True) -> None:
+        """The appended entries written to the file; with ``fsync``, made
+        durable too (with those written before without it). Raises
+        ``OSError`` when the disk refuses: what part of them was written is
+        cut off again (so later entries stay aligned), and they are tried
+        at the next flush."""
+        if self._pending:
+            self._write_out(b"".join(self._pending), fsync=fsync)
+            self._pending.clear()
+            self._unsynced = not fsync
+        elif fsync and self._unsynced:
+            os.fsync(self._opened().fileno())
+            self._unsynced = False
 
-    def _write_out(self, data: bytes, fsync: bool) -> None:
+    def _opened(self) -> BinaryIO:
         journal = self._file
         if journal is None:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             journal = self._file = os.fdopen(fd, "ab", buffering=0)
+        return journal
+
+    def _write_out(self, data: bytes, fsync: bool) -> None:
+        journal = self._opened()
         end = os.fstat(journal.fileno()).st_size
         view = memoryview(data)
         try:
@@ -145,12 +177,14 @@ class Journal:
         # what is pending is part of ``live``; dropped only once the new file is in place
         write_atomically(self.path, b"".join(ENTRY.pack(n, p, s) for (n, p), s in live.items()))
         self._pending.clear()
+        self._unsynced = False
         self.entries = len(live)
 
     def remove(self) -> None:
         """No entries, pending or written."""
         self._close_file()
         self._pending.clear()
+        self._unsynced = False
         self.entries = 0
         try:
             os.remove(self.path)

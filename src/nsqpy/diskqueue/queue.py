@@ -10,7 +10,10 @@ Files in ``data_path``:
   replaced atomically (temp file, fsync, rename).
 
 The queue does its I/O synchronously; the owner decides when to ``sync()``
-(every ``sync_every`` operations here, and on a timer it runs itself).
+(every ``sync_every`` operations here, and on a timer it runs itself), and
+when to ``flush()`` acknowledgements and marks to the journal without an
+fsync, which keeps them through a crash of the process (``on_dirty`` says
+when there is something to flush).
 
 Beyond go-diskqueue, a record can stay on disk after it is read:
 ``get_with_token()`` hands out a token, and until ``ack(token)`` the meta file
@@ -43,10 +46,10 @@ import logging
 import os
 import struct
 from collections import deque
-from typing import BinaryIO, Final, NoReturn
+from typing import BinaryIO, Callable, Final, NoReturn
 
 from ..atomicfile import write_atomically
-from .journal import ACKED, Journal, checksum
+from .journal import ACKED, READ_TO, Journal, checksum
 
 _LENGTH: Final = struct.Struct(">i")
 RECORD_HEADER_SIZE: Final = _LENGTH.size  # the int32 length before every record
@@ -114,8 +117,11 @@ class DiskQueue:
         self._generation = 0  # bumped by empty(): tokens from before are void
         self._oldest_file = 0  # lowest segment number that may still exist
         self._written_metadata = ""  # what the meta file says since this queue last wrote it
+        # called once when acknowledgements or marks wait for flush(), until it runs
+        self.on_dirty: Callable[[DiskQueue], None] | None = None
+        self._dirty = False
         self._load_metadata()
-        self._oldest_file = self.read_file_num
+        self._flushed_position = self._durable_position()[:2]
 
     # --- paths ----------------------------------------------------------
 
@@ -389,6 +395,21 @@ class DiskQueue:
             self._outstanding.append((sequence, *start))
             self._acked[sequence] = start
 
+    def flush(self) -> None:
+        """Acknowledgements and marks since the last flush, written to the
+        journal without an fsync (with the read position they reached, as a
+        ``READ_TO`` entry): after this a crash of the process (kill -9, not
+        a power loss) loses none of them. Raises ``OSError`` when the disk
+        refuses; they are written again at the next flush or sync."""
+        self._dirty = False
+        if self._closed:
+            return
+        position = self._durable_position()[:2]
+        if position != self._flushed_position:
+            self._journal.append(position[0], position[1], READ_TO)
+            self._flushed_position = position
+        self._journal.flush(fsync=False)
+
     def sync(self) -> None:
         """Make durable what changed since the last sync, and only that: the
         segment written to, the journal's new entries, a meta file that says
@@ -404,6 +425,8 @@ class DiskQueue:
         journal = self._journal
         journal.flush()
         self._write_metadata()
+        self._flushed_position = self._durable_position()[:2]
+        self._dirty = False
         self._unsynced_ops = 0
         self.unsynced_writes = 0
         if journal.should_compact(self._live_count()):
@@ -524,12 +547,17 @@ class DiskQueue:
         return data
 
     def _count_op_quietly(self) -> None:
-        """Count a read or an ack; a failed sync here is logged, not raised: the
-        record is already taken, and the next sync records the progress."""
+        """Count an ack or a mark; a failed sync here is logged, not raised:
+        the record is already taken, and the next sync records the progress.
+        Without a sync, the owner hears there is something to flush."""
         try:
             self._count_op()
         except OSError as error:
             self.log.error("diskqueue(%s): sync failed: %s", self.name, error)
+        if self._unsynced_ops and not self._dirty:
+            self._dirty = True
+            if self.on_dirty is not None:
+                self.on_dirty(self)
 
     def _finish_read_file(self) -> None:
         """Move on to the next segment; this one goes at a sync once nothing
@@ -589,13 +617,14 @@ class DiskQueue:
             existing = [int(n.split(".")[-2]) for n in os.listdir(self.data_path)
                         if n.startswith(f"{self.name}.diskqueue.") and n.endswith(".dat")
                         and n.split(".")[-2].isdigit()]
-            self.read_file_num = self.write_file_num = max(existing, default=-1) + 1
+            self.read_file_num = self.write_file_num = self._oldest_file = max(existing, default=-1) + 1
             self.depth = self.read_pos = self.write_pos = 0
             os.replace(self.metadata_file_name, self.metadata_file_name + ".bad")
             self.log.error("diskqueue(%s): unreadable metadata %r renamed .bad; starting empty at segment "
                            "%d, older segments left in place", self.name, text[:80], self.write_file_num)
             self._journal.remove()
             return
+        self._oldest_file = self.read_file_num
         listed: set[tuple[int, int]] = set()
         for line in rest:
             if line.startswith(ACKED_PREFIX):
@@ -634,11 +663,17 @@ class DiskQueue:
         the depth, means the journal does not fit this queue: its
         acknowledgements are ignored (those records are read again, at least
         once) and said so."""
-        states, moves = self._journal.load()
+        loaded = self._journal.load()
+        states = loaded.states
         for start in listed:
             states[start] = ACKED
-        read_from, write_to = (self.read_file_num, self.read_pos), (self.write_file_num, self.write_pos)
-        for start, copy_at, copy_checksum in moves:
+        write_to = (self.write_file_num, self.write_pos)
+        if loaded.read_to is not None and (self.read_file_num, self.read_pos) < loaded.read_to <= write_to:
+            self._read_on_to(loaded.read_to)
+        read_from = (self.read_file_num, self.read_pos)
+        if self.moving is not None and self.moving < read_from:
+            self.moving = None  # acknowledged in order: the move is over
+        for start, copy_at, copy_checksum in loaded.moves:
             if read_from <= start < copy_at < write_to and self._holds(copy_at, copy_checksum):
                 states[start] = ACKED  # its copy is complete: the requeue happened
         acked: set[tuple[int, int]] = set()
@@ -665,6 +700,30 @@ class DiskQueue:
         if listed:  # into the journal, so the meta line can go
             for number, position in listed:
                 self._journal.append(number, position, ACKED)
+
+    def _read_on_to(self, start: tuple[int, int]) -> None:
+        """The read position a ``READ_TO`` entry names, past records the meta
+        file still counted: they were acknowledged, in order, after the last
+        sync."""
+        skipped = 0
+        number, position = self.read_file_num, self.read_pos
+        while (number, position) < start:
+            try:
+                with open(self.file_name(number), "rb") as f:
+                    f.seek(position)
+                    end = start[1] if number == start[0] else os.fstat(f.fileno()).st_size
+                    while position < end:
+                        size = _LENGTH.unpack(f.read(RECORD_HEADER_SIZE))[0]
+                        f.seek(size, os.SEEK_CUR)
+                        position += RECORD_HEADER_SIZE + size
+                        skipped += 1
+            except (FileNotFoundError, struct.error):
+                return  # positions that do not fit the files: keep the meta file's
+            if number == start[0]:
+                break
+            number, position = number + 1, 0
+        self.read_file_num, self.read_pos = start
+        self.depth = max(0, self.depth - skipped)
 
     def _recover_tail(self) -> None:
         """Records written after the last meta update (a crash between writing

@@ -189,9 +189,10 @@ class MessageQueue:
     def note_deliveries(messages: list[Message]) -> None:
         """``messages``, each read from a disk queue, are about to go out:
         their records are marked with the attempts they will then have, one
-        sync towards each queue's ``sync_every``. So a message's attempts
-        survive kill -9 (with --sync-every=1, exactly; otherwise up to the
-        last sync), and a crash costs at most one delivery more."""
+        sync towards each queue's ``sync_every``, flushed once per loop turn.
+        So a message's attempts survive kill -9 (a power loss: with
+        --sync-every=1 exactly, otherwise up to the last sync), and a crash
+        costs at most one delivery more."""
         by_disk: dict[DiskQueue, list] = {}
         for message in messages:
             held = message.disk_token

@@ -55,6 +55,7 @@ class NSQD:
         self.data_path = options.data_path or os.getcwd()
         self.topics: dict[str, Topic] = {}
         self.timed_channels: set = set()  # channels with messages in flight or deferred (Channel keeps it)
+        self._dirty_disks: list[DiskQueue] = []  # disk queues with acknowledgements to flush (flush_dirty)
         self.clients: dict[int, ClientV2] = {}
         self._next_client_id = 0
         self.start_time = int(time.time())
@@ -325,15 +326,42 @@ class NSQD:
     # --- registry --------------------------------------------------------------------------
 
     def new_queue(self, name: str, ephemeral: bool) -> MessageQueue:
-        disk = None if ephemeral else open_disk_queue(self.options, self.data_path, name, self.log)
-        return MessageQueue(self.options.mem_queue_size, disk)
+        return MessageQueue(self.options.mem_queue_size, None if ephemeral else self._open_disk(name))
 
     def new_deferred_disk(self, name: str, ephemeral: bool) -> DiskQueue | None:
         """With --mem-queue-size=0 nothing acknowledged lives only in memory,
         deferred publishes included: they get a disk queue of their own."""
         if ephemeral or self.options.mem_queue_size:
             return None
-        return open_disk_queue(self.options, self.data_path, name, self.log, deferred=True)
+        return self._open_disk(name, deferred=True)
+
+    def _open_disk(self, name: str, deferred: bool = False) -> DiskQueue:
+        disk = open_disk_queue(self.options, self.data_path, name, self.log, deferred=deferred)
+        disk.on_dirty = self._flush_soon
+        return disk
+
+    def _flush_soon(self, disk: DiskQueue) -> None:
+        """``disk`` has acknowledgements or marks not yet written: they are,
+        once the work of this loop turn is done (``flush_dirty``)."""
+        self._dirty_disks.append(disk)
+        if len(self._dirty_disks) == 1:
+            self.loop.call_soon(self.flush_dirty)
+
+    def flush_dirty(self) -> None:
+        """Every acknowledgement and mark so far written to the disk queues'
+        journals (no fsync: a sync every --sync-every or --sync-timeout does
+        that), so a crash of this process loses none: a FIN stays done
+        through kill -9 whatever the sync settings. One write per queue
+        touched in a loop turn, however many FINs it had."""
+        if not self._dirty_disks:
+            return
+        dirty, self._dirty_disks = self._dirty_disks, []
+        for disk in dirty:
+            try:
+                disk.flush()
+            except OSError as error:
+                self.health_error = str(error)
+                self.log.error("DISKQUEUE(%s): flush failed: %s", disk.name, error)
 
     def new_latency_window(self) -> LatencyWindow | None:
         options = self.options

@@ -175,6 +175,10 @@ class V2Protocol(asyncio.Protocol):
             except ProtocolError as error:
                 if self._failed(client, error):
                     return
+        if client.replies != replies:
+            # a reply confirms every answer before it (CLOSE_WAIT after FINs, the error
+            # of a FIN nobody holds): by then they are written where kill -9 cannot reach
+            self.nsqd.flush_dirty()
         client.flush()
         if client.replies != replies and client.write_paused:
             self._block("replies")
