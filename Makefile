@@ -8,7 +8,8 @@
 # the install steps make sure a C compiler and Python's headers are there
 # (gcc and python3-dev with apt-get when missing), and `make test` runs the
 # whole suite compiled, then the unit, integration and interop tests again
-# as pure Python (NSQPY_PURE=1 imports the .py files; see nsqpy/_pure.py).
+# as pure Python (NSQPY_PURE=1 imports the .py files; see nsqpy/_pure.py),
+# each on two pytest-xdist workers (tests/conftest.py says which run together).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -66,8 +67,8 @@ prometheus:
 
 test: $(VENV)/.installed-test java browser prometheus
 	@$(BIN)/python -c 'import nsqpy.nsqd.channel as m; print("nsqd hot modules:", "pure Python" if m.__file__.endswith(".py") else "compiled")'
-	$(BIN)/python -m pytest --durations=20
-	NSQPY_PURE=1 $(BIN)/python -m pytest --durations=10 tests/unit tests/integration tests/interop
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
+	NSQPY_PURE=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=10 tests/unit tests/integration tests/interop
 
 bench: $(VENV)/.installed-test java
 	$(BIN)/python bench/run.py

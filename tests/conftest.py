@@ -36,6 +36,19 @@ def shared_nsqd(tmp_path_factory):
 _names = iter(range(1 << 30))
 
 
+def pytest_collection_modifyitems(items):
+    """``make test`` runs two pytest-xdist workers (``--dist loadgroup``):
+    most tests wait on daemons, not on a core. The tests that share the
+    local Spark session run on one worker, so one JVM serves them all; the
+    reliability tests (thousands of sockets, fuzzing, heavy load) run one
+    after another, so no two of them load the machine at once."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark-session"))
+        elif item.get_closest_marker("reliability"):
+            item.add_marker(pytest.mark.xdist_group("reliability"))
+
+
 @pytest.fixture
 def topic(request):
     """A topic name no other test uses."""
