@@ -1,11 +1,14 @@
-"""``nsq_to_parquet`` as a real subprocess: Ctrl-C, and the driver killed mid-batch."""
+"""``nsq_to_parquet`` as a real subprocess: Ctrl-C, the driver killed mid-batch,
+and a backlog another consumer holds."""
 
 import collections
 import signal
+import subprocess
 
 import pytest
 
 from nsqpy.spark.archive import start_archive
+from tests.support.wire import WireConn
 
 from .conftest import (archive_command, archived_bodies, bodies_other_readers_see, channel_stats, publish,
                        rows_at_least, source_options)
@@ -73,3 +76,24 @@ def test_driver_killed_mid_batch_loses_nothing(spark, spark_nsqd, topic, tmp_pat
     if wal:
         assert copies == 0
     assert channel_stats(spark_nsqd, topic, "nsq_to_parquet")["in_flight_count"] == 0
+
+
+def test_available_now_waits_for_messages_another_consumer_holds_then_says_so(spark_nsqd, topic, tmp_path):
+    """The backlog in flight to another consumer of the channel (a stale run,
+    another job): nothing to archive yet, and exiting 0 would say it is all
+    archived. The run waits --held-wait, then names the holder and exits 3;
+    once that consumer lets go, the next run archives everything."""
+    publish(spark_nsqd, topic, [b"held-%d" % i for i in range(50)])
+    out = tmp_path / "out"
+    command = archive_command(spark_nsqd, topic, out, "--available-now", "--held-wait=1", "--channel=shared")
+    with WireConn(spark_nsqd.tcp_hostport) as other:
+        other.identify(client_id="stale-run", hostname="worker7")
+        other.subscribe(topic, "shared", rdy=100)
+        other.messages(50, timeout=30)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 3, result.stderr
+    held_line = [line for line in result.stderr.splitlines() if line.startswith("nsq_to_parquet: 50 messages")]
+    assert len(held_line) == 1 and "worker7 (client_id 'stale-run'" in held_line[0], result.stderr
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert sorted(bodies_other_readers_see(out)) == sorted(b"held-%d" % i for i in range(50))

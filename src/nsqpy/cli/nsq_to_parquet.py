@@ -6,6 +6,11 @@ Runs until Ctrl-C (or, with ``--available-now``, until what the channel held
 at start is archived), printing a status line every ``--status-every``
 seconds. Ctrl-C stops gracefully: everything archived is acknowledged at
 nsqd, and nothing else.
+
+``--available-now`` first waits up to ``--held-wait`` seconds for messages
+that other consumers of the channel hold in flight (a stale run, another job
+on the same channel); if some are still held when the run ends, it says how
+many, held by whom, and exits 3: the archive is not all the channel held.
 """
 
 import argparse
@@ -14,6 +19,7 @@ import re
 import signal
 import sys
 import threading
+import time
 
 from .flags import OneLineErrorParser, nsqpy_version_line
 
@@ -21,6 +27,7 @@ from .flags import OneLineErrorParser, nsqpy_version_line
 # opens as many connections as a batch needs); a quiet topic costs no files
 DEFAULT_TRIGGER = "1 second"
 DEFAULT_MAX_MESSAGES_PER_BATCH = 100000
+EXIT_HELD_ELSEWHERE = 3  # --available-now: messages in flight to other consumers were not archived
 
 # what Spark's processingTime accepts: "10 seconds", "500 milliseconds", "1 minute 30 seconds"
 _INTERVAL = re.compile(r"^(?:interval\s+)?(?:\d+(?:\.\d+)?\s*(?:week|day|hour|minute|min|second|sec|millisecond|"
@@ -54,6 +61,9 @@ def parse_args(argv):
                              "each second; '0 seconds': as fast as possible)")
     parser.add_argument("--available-now", action="store_true",
                         help="archive what the channel holds now, then exit")
+    parser.add_argument("--held-wait", type=float, default=30.0, metavar="SECONDS",
+                        help="with --available-now: how long to wait for messages other consumers of the "
+                             "channel hold in flight before archiving without them (exit status 3)")
     parser.add_argument("--max-messages-per-batch", type=int, default=DEFAULT_MAX_MESSAGES_PER_BATCH,
                         help="cap on one micro-batch (as many connections per nsqd are opened as nsqd's "
                              "--max-rdy-count requires)")
@@ -135,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     from ..spark.archive import StatusLine, drain_file, failure_reason, start_archive, stop_gracefully
     from ..spark.session import build_session
 
+    if args.available_now:
+        wait_for_holders(args)
+
     spark = build_session(args.master, f"nsq_to_parquet {args.topic}",
                           dict(setting.split("=", 1) for setting in args.conf))
     # after the session: SparkContext installs a SIGINT handler that cancels
@@ -169,10 +182,39 @@ def main(argv: list[str] | None = None) -> int:
         if error is not None:
             print(f"nsq_to_parquet: the query failed: {failure_reason(error)}", file=sys.stderr, flush=True)
             return 1
+        if args.available_now and not stop.is_set():
+            held = holders_now(args)
+            if held:
+                return _fail(f"{sum(h.in_flight for h in held)} messages of {args.topic}/{args.channel} are in "
+                             f"flight to other consumers and not archived by this run: "
+                             f"{'; '.join(map(str, held))}", EXIT_HELD_ELSEWHERE)
         print("nsq_to_parquet: stopped", flush=True)
         return 0
     finally:
         spark.stop()
+
+
+def holders_now(args) -> list:
+    """Other consumers of the channel holding messages (this job has no
+    connection open before its run nor after it)."""
+    from ..spark.backlog import find_http_addresses, holders
+
+    addresses = find_http_addresses(args.nsqd_http_address, args.lookupd_http_address, args.nsqd_tcp_address,
+                                    args.topic)
+    return holders(addresses, args.topic, args.channel)
+
+
+def wait_for_holders(args) -> None:
+    """Up to ``--held-wait`` seconds for other consumers to give back or
+    finish what they hold: what they give back is archived by this run."""
+    deadline = time.monotonic() + args.held_wait
+    held = holders_now(args)
+    if held:
+        print(f"nsq_to_parquet: {sum(h.in_flight for h in held)} messages are in flight to other consumers "
+              f"({'; '.join(map(str, held))}); waiting up to {args.held_wait:g} s for them", flush=True)
+    while held and time.monotonic() < deadline:
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        held = holders_now(args)
 
 
 if __name__ == "__main__":

@@ -136,3 +136,38 @@ def channel_lag(http_addresses, topic: str, channel: str) -> int | None:
     """Messages ``channel`` has not acknowledged: ready, in flight and
     deferred; None when a node does not answer (its share is unknown)."""
     return _channel_counts(http_addresses, topic, channel, ("depth", "in_flight_count", "deferred_count"))
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A consumer of the channel holding messages in flight, as nsqd's ``/stats`` names it."""
+    nsqd_http_address: str
+    client: str  # hostname, client_id and remote address
+    in_flight: int
+
+    def __str__(self) -> str:
+        return f"{self.client} on nsqd {self.nsqd_http_address}: {self.in_flight}"
+
+
+def holders(http_addresses, topic: str, channel: str) -> list[Holder]:
+    """Every consumer of ``channel`` with messages in flight (nodes that do
+    not answer are left out). Asked when this job has no connection open,
+    each one is someone else: another job on the channel, or a stale run."""
+    found = []
+    query = urllib.parse.urlencode({"format": "json", "topic": topic, "channel": channel,
+                                    "include_clients": "true", "include_mem": "false"})
+    for address in http_addresses:
+        try:
+            topics = _get_json(f"{_http_url(address)}/stats?{query}").get("topics") or []
+        except OSError:
+            continue
+        for entry in topics:
+            for each in entry.get("channels") or []:
+                if each["channel_name"] != channel:
+                    continue
+                for client in each.get("clients") or []:
+                    if client.get("in_flight_count"):
+                        name = f"{client.get('hostname', '?')} (client_id {client.get('client_id', '?')!r}, " \
+                               f"{client.get('remote_address', '?')})"
+                        found.append(Holder(address, name, client["in_flight_count"]))
+    return found
