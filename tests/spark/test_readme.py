@@ -1,0 +1,60 @@
+"""The README's Spark section, run as printed: its Python snippets and its
+``nsq_to_parquet --available-now`` command, against a real nsqlookupd and
+nsqd (on ephemeral ports: the README's addresses are swapped for theirs)."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.wire import http
+
+from .conftest import publish, wait_for_registration
+
+pytestmark = pytest.mark.spark
+
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+CONNECT = "sc://"  # a Connect client snippet: tests/spark/test_connect.py runs the same calls
+
+
+def spark_section() -> str:
+    with open(README) as f:
+        text = f.read()
+    start = text.index("## The data pipeline on Spark")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", spark_section(), re.S)
+
+
+def run(code: str, cwd, addresses: dict, shell: bool = False) -> str:
+    for printed, real in addresses.items():
+        code = code.replace(printed, real)
+    command = ["bash", "-c", code] if shell else [sys.executable, "-c", code]
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{code}\n---\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def test_the_spark_snippets_run_as_printed_in_order(start_nsqd, start_lookupd, tmp_path):
+    lookupd = start_lookupd()
+    nsqd = start_nsqd(f"--lookupd-tcp-address={lookupd.tcp_address}")
+    addresses = {"127.0.0.1:4161": lookupd.http_address, "127.0.0.1:4150": nsqd.tcp_address,
+                 "127.0.0.1:4151": nsqd.http_address, ".venv/bin/": os.path.dirname(sys.executable) + "/"}
+    python = [block for block in blocks("python") if CONNECT not in block]
+    read_and_write, read_archive = "".join(python[:2]), python[2]
+    # what the section says to do first: each job's channel exists before messages arrive
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic=events")[0] == 200
+    for channel in ("spark", "nsq_to_parquet"):
+        assert http("POST", f"{nsqd.http_url}/channel/create?topic=events&channel={channel}")[0] == 200
+    wait_for_registration(lookupd, "events", 1)
+    publish(nsqd, "events", [b"event %d" % i for i in range(100)])
+
+    assert "100 messages archived" in run(read_and_write, tmp_path, addresses)
+    archive_commands = [line for line in blocks("sh")[0].splitlines() if "--available-now" in line]
+    assert len(archive_commands) == 1
+    run(archive_commands[0], tmp_path, addresses, shell=True)
+    assert "102 rows in the archive, 102 through pandas" in run(read_archive, tmp_path, addresses)
