@@ -2,6 +2,7 @@
 and a backlog another consumer holds."""
 
 import collections
+import os
 import signal
 import subprocess
 
@@ -97,3 +98,15 @@ def test_available_now_waits_for_messages_another_consumer_holds_then_says_so(sp
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert sorted(bodies_other_readers_see(out)) == sorted(b"held-%d" % i for i in range(50))
+
+
+def test_ctrl_c_during_start_up_is_one_line_and_exit_130(spark_nsqd, topic, tmp_path, archiver):
+    """Ctrl-C (SIGINT to the terminal's process group) while Spark starts,
+    before the query runs: no py4j tracebacks, Python's exit status for it."""
+    running = archiver(archive_command(spark_nsqd, topic, tmp_path / "out"))
+    running.wait_for("^nsq_to_parquet: starting Spark")
+    os.killpg(running.process.pid, signal.SIGINT)
+    assert running.process.wait(60) == 130, running.output
+    assert "Traceback" not in running.output, running.output
+    ours = [line for line in running.output.splitlines() if line.startswith("nsq_to_parquet: ")]
+    assert ours[-1] == "nsq_to_parquet: interrupted before archiving began; nothing was read", running.output

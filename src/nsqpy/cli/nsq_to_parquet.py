@@ -14,6 +14,7 @@ many, held by whom, and exits 3: the archive is not all the channel held.
 """
 
 import argparse
+import logging
 import os
 import re
 import signal
@@ -135,21 +136,33 @@ def _fail(message: str, status: int) -> int:
     return status
 
 
+class _NoInterruptTracebacks(logging.Filter):
+    """py4j logs the traceback of a Ctrl-C that lands while it waits for the
+    JVM (on the root logger); the one line this command prints says enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and record.exc_info[0] is KeyboardInterrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.getLogger().addFilter(_NoInterruptTracebacks())
     args.output_dir = os.path.abspath(args.output_dir)
     args.checkpoint_dir = os.path.abspath(args.checkpoint_dir or os.path.join(args.output_dir, "_checkpoint"))
-    options, status = preflight(args)
-    if status:
-        return status
-    from ..spark.archive import StatusLine, drain_file, failure_reason, start_archive, stop_gracefully
-    from ..spark.session import build_session
+    try:
+        options, status = preflight(args)
+        if status:
+            return status
+        from ..spark.archive import StatusLine, drain_file, failure_reason, start_archive, stop_gracefully
+        from ..spark.session import build_session
 
-    if args.available_now:
-        wait_for_holders(args)
-
-    spark = build_session(args.master, f"nsq_to_parquet {args.topic}",
-                          dict(setting.split("=", 1) for setting in args.conf))
+        if args.available_now:
+            wait_for_holders(args)
+        print(f"nsq_to_parquet: starting Spark (master {args.master})", flush=True)
+        spark = build_session(args.master, f"nsq_to_parquet {args.topic}",
+                              dict(setting.split("=", 1) for setting in args.conf))
+    except KeyboardInterrupt:  # Ctrl-C while Spark starts: nothing read, nothing to stop gracefully
+        return _fail("interrupted before archiving began; nothing was read", 130)
     # after the session: SparkContext installs a SIGINT handler that cancels
     # every job at once, and a graceful stop lets the batch in progress commit
     stop = threading.Event()
