@@ -60,3 +60,16 @@ def test_lag_is_unknown_with_the_reason_when_no_http_address_can_be_found(start_
     options = {"topic": topic, "channel": "archive", "nsqd_tcp_addresses": nsqd.tcp_address}
     assert _lag(options) == "unknown (give --nsqd-http-address)"
     assert _lag({**options, "nsqd_http_addresses": nsqd.http_address}) == "0"
+
+
+def test_the_rate_is_the_runs_not_the_last_intervals():
+    def report(batch, start, end):
+        return {"batchId": batch, "numInputRows": end - start,
+                "sources": [{"startOffset": None, "endOffset": None}]}
+    now = [0.0]
+    status = StatusLine({"topic": "t", "channel": "c"}, clock=lambda: now[0])
+    now[0] = 10.0
+    first = status.render(types.SimpleNamespace(recentProgress=[report(0, 0, 600), report(1, 600, 1000)]))
+    assert first.startswith("batches 2, rows 1000 (100/s), lag ")
+    now[0] = 20.0  # nothing more: the run's rate halves, it does not drop to 0/s
+    assert status.render(types.SimpleNamespace(recentProgress=[])).startswith("batches 2, rows 1000 (50/s)")

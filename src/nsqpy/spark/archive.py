@@ -144,15 +144,16 @@ class Progress:
 
 
 class StatusLine:
-    """``batches 12, rows 120000 (24310/s), lag 3400``: rows/s since the last
-    line; lag from nsqd's ``/stats`` for the channel (ready, in flight and
+    """``batches 12, rows 120000 (24310/s), lag 3400``: rows/s over the run
+    so far (the last line of a run is its rate, not its last interval's);
+    lag from nsqd's ``/stats`` for the channel (ready, in flight and
     deferred), ``unknown`` with the reason when nsqd cannot tell."""
 
-    def __init__(self, source_options: dict):
+    def __init__(self, source_options: dict, clock=time.monotonic):
         self.options = source_options
         self.progress = Progress()
-        self._last_rows = 0
-        self._last_at = time.monotonic()
+        self._clock = clock
+        self._started = clock()
         self._addresses: list[str] = []
 
     def _lag(self) -> str:
@@ -171,8 +172,6 @@ class StatusLine:
 
     def render(self, query) -> str:
         self.progress.update(query)
-        now = time.monotonic()
-        rate = (self.progress.rows - self._last_rows) / max(now - self._last_at, 1e-9)
-        self._last_rows, self._last_at = self.progress.rows, now
+        rate = self.progress.rows / max(self._clock() - self._started, 1e-9)
         return (f"batches {self.progress.batches}, rows {self.progress.rows} ({rate:.0f}/s), "
                 f"lag {self._lag()}")
