@@ -110,3 +110,15 @@ def test_ctrl_c_during_start_up_is_one_line_and_exit_130(spark_nsqd, topic, tmp_
     assert "Traceback" not in running.output, running.output
     ours = [line for line in running.output.splitlines() if line.startswith("nsq_to_parquet: ")]
     assert ours[-1] == "nsq_to_parquet: interrupted before archiving began; nothing was read", running.output
+
+
+def test_a_run_prints_its_own_lines_and_none_of_sparks_start_and_stop_noise(spark_nsqd, topic, tmp_path):
+    publish(spark_nsqd, topic, [b"quiet-%d" % i for i in range(20)])
+    result = subprocess.run(archive_command(spark_nsqd, topic, tmp_path / "out", "--available-now",
+                                            "--channel=quiet"),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    for noise in ("incubator modules", "log4j", "setLogLevel", "NativeCodeLoader", "adaptive.enabled",
+                  "falling behind", "Failed to cancel job group", "replayed empty"):
+        assert noise not in result.stderr + result.stdout, result.stderr
+    assert all(line.startswith(("nsq_to_parquet: ", "batches ")) for line in result.stdout.splitlines())

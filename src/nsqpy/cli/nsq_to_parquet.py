@@ -23,6 +23,7 @@ import threading
 import time
 
 from .flags import OneLineErrorParser, nsqpy_version_line
+from .spark_noise import QuietStderr
 
 # up to 100,000 messages a second with nsqd at its own defaults (the source
 # opens as many connections as a batch needs); a quiet topic costs no files
@@ -147,6 +148,14 @@ class _NoInterruptTracebacks(logging.Filter):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     logging.getLogger().addFilter(_NoInterruptTracebacks())
+    quiet = QuietStderr()
+    try:
+        return archive(args)
+    finally:
+        quiet.restore()
+
+
+def archive(args) -> int:
     args.output_dir = os.path.abspath(args.output_dir)
     args.checkpoint_dir = os.path.abspath(args.checkpoint_dir or os.path.join(args.output_dir, "_checkpoint"))
     try:

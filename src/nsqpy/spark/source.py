@@ -129,6 +129,8 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         """Spark replaying a batch after a restart (possibly on an executor):
         exact from the write-ahead log, otherwise empty (nsqd redelivers)."""
         begin, finish = position(start), position(end)
+        if begin == finish:
+            return iter([])  # a batch of nothing (a fresh, empty channel): nothing to say
         if self._wal is None:
             log.warning("nsq source: batch [%d, %d) replayed empty (no walPath); nsqd redelivers its "
                         "messages in a later batch", begin, finish)
