@@ -1,5 +1,5 @@
 """The ``nsq`` data source from a Spark Connect client: a Connect server
-started from the pyspark install on 127.0.0.1 (one for the module), and a
+started with ``nsqpy spark-connect-server`` on 127.0.0.1 (one for the module), and a
 client process (``connect_client.py``) that registers the source through its
 session, publishes with ``write.format("nsq")``, archives with each reader
 and relays with ``writeStream.format("nsq")``: every row checked here."""
@@ -15,7 +15,6 @@ from tests.support.wire import http_json
 
 from .conftest import bodies_other_readers_see, channel_stats
 from .connect_client import bodies
-from .standalone import SPARK_HOME, spark_env
 
 pytestmark = pytest.mark.spark
 
@@ -32,13 +31,13 @@ def connect_client_packages():
 
 @pytest.fixture(scope="module")
 def connect_url():
-    """``sc://127.0.0.1:<port>``: a Connect server on ``local[2]`` (a port the
-    system picks), stopped at the end of the module whatever happened."""
-    server = GroupProcess([os.path.join(SPARK_HOME, "bin", "spark-submit"),
-                           "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-                           "--master", "local[2]", "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-                           "--conf", "spark.connect.grpc.binding.port=0", "--conf", "spark.ui.enabled=false",
-                           "--conf", "spark.sql.shuffle.partitions=2"], env=spark_env())
+    """``sc://127.0.0.1:<port>``: the README's ``nsqpy spark-connect-server``
+    on ``local[2]`` (a port the system picks), in an environment without
+    PYSPARK_PYTHON, stopped at the end of the module whatever happened."""
+    server = GroupProcess([os.path.join(os.path.dirname(sys.executable), "nsqpy"), "spark-connect-server",
+                           "--master=local[2]", "--port=0", "--conf=spark.ui.enabled=false",
+                           "--conf=spark.sql.shuffle.partitions=2"],
+                          env={"PYSPARK_PYTHON": "", "PYSPARK_DRIVER_PYTHON": ""})
     try:
         port = server.wait_for(r"Spark Connect server started at: \S+:(\d+)", timeout=90).group(1)
         yield f"sc://127.0.0.1:{port}"

@@ -4,9 +4,15 @@
 nsqadmin over them in the foreground, prints where each is, and stops them all on Ctrl-C,
 SIGTERM or SIGHUP (the terminal closed); if it is killed outright, the
 daemons get SIGTERM from the kernel (see ``localcluster``).
+
+``nsqpy spark-connect-server`` runs a Spark Connect server from the pyspark
+install whose Python workers are this Python, so they import nsqpy (the
+``nsq`` source and sink run there): what ``spark-submit --class
+...SparkConnectServer`` does, without the environment it needs by hand.
 """
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -57,6 +63,28 @@ def cluster(args) -> int:
             print("cluster stopped", flush=True)
 
 
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def spark_connect_server(args) -> int:
+    """Replaced by spark-submit (Ctrl-C and signals reach it directly)."""
+    try:
+        import pyspark
+    except ImportError:
+        print("nsqpy spark-connect-server: needs the Spark extra: pip install 'nsqpy[spark]'", file=sys.stderr)
+        return 1
+    spark_home = os.path.dirname(pyspark.__file__)
+    command = [os.path.join(spark_home, "bin", "spark-submit"), "--class", CONNECT_SERVER_CLASS,
+               "--master", args.master, "--conf", f"spark.connect.grpc.binding.address={args.host}",
+               "--conf", f"spark.connect.grpc.binding.port={args.port}"]
+    for setting in args.conf:
+        command += ["--conf", setting]
+    env = {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env.setdefault("SPARK_LOCAL_IP", args.host)
+    os.execve(command[0], command, env)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nsqpy", description="nsqpy's own commands",
                                      formatter_class=GoDefaultsFormatter)
@@ -72,7 +100,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--nsqd-arg", action="append", default=[], metavar="FLAG",
                      help="extra flag for every nsqd, e.g. --nsqd-arg=--mem-queue-size=1000 (repeatable)")
     run.add_argument("--no-nsqadmin", action="store_true", help="do not start nsqadmin (it listens on port 4171)")
+    connect = commands.add_parser("spark-connect-server", help="run a Spark Connect server whose Python "
+                                  "workers can run nsqpy's source and sink", formatter_class=GoDefaultsFormatter)
+    connect.add_argument("--master", default="local[*]", help="Spark master the server runs its jobs on")
+    connect.add_argument("--host", default="127.0.0.1", help="address the server listens on")
+    connect.add_argument("--port", type=int, default=15002, help="port clients reach as sc://host:port "
+                                                                 "(0: one the system picks, printed at start)")
+    connect.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                         help="Spark setting for the server (repeatable)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "spark-connect-server":
+        return spark_connect_server(args)
     if args.nsqd < 1:
         parser.error("--nsqd must be at least 1")
     return cluster(args)
