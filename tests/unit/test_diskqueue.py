@@ -475,12 +475,20 @@ def crash_at(monkeypatch, step: str) -> None:
     if step == "copy":
         write_move = Journal.write_move
 
-        def pair_then_killed(self, *args):
-            write_move(self, *args)
+        def pair_then_killed(self, *args, **kwargs):
+            write_move(self, *args, **kwargs)
             killed()
         monkeypatch.setattr(Journal, "write_move", pair_then_killed)
     elif step == "release":
-        monkeypatch.setattr(os, "fsync", killed)
+        fsync = os.fsync
+        calls = []
+
+        def second_killed(fd):  # the first fsyncs the pair (sync_every=1), the second the copy
+            calls.append(fd)
+            if len(calls) == 2:
+                killed()
+            fsync(fd)
+        monkeypatch.setattr(os, "fsync", second_killed)
     else:
         monkeypatch.setattr("nsqpy.diskqueue.queue.write_atomically", killed)
 
@@ -585,3 +593,67 @@ def test_a_queue_says_once_when_it_has_something_to_flush(tmp_path):
     q.put(b"cc")
     q.ack(q.get_with_token()[1])
     assert dirty == [q, q]
+
+
+def big(path) -> DiskQueue:
+    return make(path, max_bytes_per_file=1 << 20, max_msg_size=1 << 16, sync_every=1000)
+
+
+def test_a_read_to_past_the_end_after_a_power_loss_is_dropped_not_applied_later(tmp_path):
+    q = big(tmp_path)
+    q.sync()  # meta: write position (0, 0)
+    for n in range(5):
+        q.put(b"old %d" % n)  # not fsynced (sync_every=1000)
+    assert drain(q) == [b"old %d" % n for n in range(5)]
+    q.flush()  # READ_TO (0, 45) written, no fsync
+    # power loss: the segment's unsynced pages are lost, the journal's survived
+    os.truncate(q.file_name(0), 0)
+    q2 = big(tmp_path)  # READ_TO past the write position
+    assert q2.depth == 0
+    for n in range(10):
+        q2.put(b"new %d" % n)
+    q2.sync()  # all ten fsynced, meta says depth 10
+    # kill -9 (no close), restart
+    q3 = big(tmp_path)
+    assert drain(q3) == [b"new %d" % n for n in range(10)]
+
+
+def test_a_read_to_past_the_end_does_not_outlive_a_clean_close(tmp_path):
+    q = big(tmp_path)
+    q.sync()
+    for n in range(5):
+        q.put(b"old %d" % n)
+    drain(q)
+    q.flush()
+    os.truncate(q.file_name(0), 0)  # power loss as above
+    q2 = big(tmp_path)
+    for n in range(10):
+        q2.put(b"new %d" % n)
+    data, token = q2.get_with_token()
+    q2.set_marks([(token, 1)])  # delivered once, in flight at shutdown: a live journal entry
+    q2.close()  # clean stop
+    q3 = big(tmp_path)
+    assert drain(q3) == [b"new %d" % n for n in range(10)]
+
+
+def test_the_read_to_of_a_journal_that_does_not_fit_is_not_applied(tmp_path):
+    """Go's nsqd deleted the topic (segments and meta, not the journal) and
+    wrote it again: the READ_TO does not land where one of its records starts."""
+    q = big(tmp_path)
+    for n in range(5):
+        q.put(b"old %d" % n)
+    drain(q)
+    q.flush()  # journal: READ_TO (0, 45); only in-order FINs, so nothing else
+    for name in os.listdir(tmp_path):
+        if not name.endswith("journal.dat"):
+            os.remove(tmp_path / name)
+    other = tmp_path / "go"
+    other.mkdir()
+    g = big(other)  # stands in for Go's nsqd writing the recreated queue
+    for n in range(10):
+        g.put(b"new %02d" % n)
+    g.sync()
+    for name in os.listdir(other):
+        os.replace(other / name, tmp_path / name)
+    q3 = big(tmp_path)
+    assert drain(q3) == [b"new %02d" % n for n in range(10)]

@@ -120,14 +120,14 @@ class Journal:
         self._pending.append(ENTRY.pack(number, position, state))
         self.entries += 1
 
-    def write_move(self, record: Start, copy: Start, copy_checksum: int) -> None:
-        """A move pair, in the file at once (written, not fsynced: the next
-        sync makes it durable with the copy), so that it is there before
-        the copy. Raises ``OSError`` when the disk refuses: nothing of it
-        stays."""
-        self._write_out(ENTRY.pack(*record, MOVED) + ENTRY.pack(*copy, copy_checksum), fsync=False)
+    def write_move(self, record: Start, copy: Start, copy_checksum: int, fsync: bool) -> None:
+        """A move pair, in the file at once, so that it is there before the
+        copy (``fsync``: on disk too, so a power loss cannot keep the copy
+        without it; otherwise the next sync makes it durable with the copy).
+        Raises ``OSError`` when the disk refuses: nothing of it stays."""
+        self._write_out(ENTRY.pack(*record, MOVED) + ENTRY.pack(*copy, copy_checksum), fsync=fsync)
         self.entries += 2
-        self._unsynced = True
+        self._unsynced = not fsync  # an fsync covers what was written before it too
 
     def should_compact(self, live: int) -> bool:
         return self.entries > 2 * live + COMPACT_SLACK

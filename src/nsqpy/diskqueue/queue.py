@@ -171,7 +171,8 @@ class DiskQueue:
         copy_at = (self.write_file_num, self.write_pos)
         if self._starts_new_file(self.write_pos, size):
             copy_at = (self.write_file_num + 1, 0)
-        self._journal.write_move((number, position), copy_at, checksum(data))
+        # with sync_every=1 the pair is fsynced too: a power loss must not keep the copy without it
+        self._journal.write_move((number, position), copy_at, checksum(data), fsync=self.sync_every == 1)
         self._write([data])
         self.ack(token)
 
@@ -668,15 +669,18 @@ class DiskQueue:
         for start in listed:
             states[start] = ACKED
         write_to = (self.write_file_num, self.write_pos)
-        if loaded.read_to is not None and (self.read_file_num, self.read_pos) < loaded.read_to <= write_to:
-            self._read_on_to(loaded.read_to)
-        read_from = (self.read_file_num, self.read_pos)
-        if self.moving is not None and self.moving < read_from:
-            self.moving = None  # acknowledged in order: the move is over
+        read_from, skipped = (self.read_file_num, self.read_pos), 0
+        if loaded.read_to is not None and read_from < loaded.read_to:
+            between = self._records_between(read_from, loaded.read_to) if loaded.read_to <= write_to else None
+            if between is None:  # past the end, or not where a record starts: not this queue's, or stale
+                self._drop_misfit_journal(0)
+                return
+            read_from, skipped = loaded.read_to, between
         for start, copy_at, copy_checksum in loaded.moves:
             if read_from <= start < copy_at < write_to and self._holds(copy_at, copy_checksum):
                 states[start] = ACKED  # its copy is complete: the requeue happened
         acked: set[tuple[int, int]] = set()
+        marks: dict[tuple[int, int], int] = {}
         misfits = 0
         for start, state in states.items():
             if start < read_from:
@@ -686,44 +690,54 @@ class DiskQueue:
             elif state == ACKED:
                 acked.add(start)
             else:
-                self._marks_before[start] = state
-        if misfits or len(acked) > self.depth:
-            self.log.error("diskqueue(%s): ignoring %d acknowledged records of a journal that does not fit the "
-                           "queue; they will be read again", self.name, len(acked))
-            self._marks_before.clear()
-            self._journal.remove()  # left in place, it could name records written later
+                marks[start] = state
+        if misfits or len(acked) > self.depth - skipped:
+            self._drop_misfit_journal(len(acked))
             return
-        if self.moving in acked:
-            self.moving = None  # the acknowledgement that ended the move is durable: nothing to settle
+        # the journal fits: the read position it reached, then what it says of the records after it
+        self.read_file_num, self.read_pos = read_from
+        self.depth -= skipped
+        if self.moving is not None and (self.moving < read_from or self.moving in acked):
+            self.moving = None  # acknowledged, in order or not: the move is over
+        self._marks_before = marks
         self._acked_before = acked
         self.depth -= len(acked)
         if listed:  # into the journal, so the meta line can go
             for number, position in listed:
                 self._journal.append(number, position, ACKED)
+        if loaded.read_to is not None:
+            # the meta file takes the position over, then the journal is rewritten without
+            # it: an old READ_TO left in the file could name records written later
+            self._write_metadata()
+            self._journal.rewrite(self._live_journal())
 
-    def _read_on_to(self, start: tuple[int, int]) -> None:
-        """The read position a ``READ_TO`` entry names, past records the meta
-        file still counted: they were acknowledged, in order, after the last
-        sync."""
-        skipped = 0
-        number, position = self.read_file_num, self.read_pos
-        while (number, position) < start:
+    def _drop_misfit_journal(self, acknowledgements: int) -> None:
+        self.log.error("diskqueue(%s): ignoring a journal that does not fit the queue (%d acknowledged "
+                       "records); they will be read again", self.name, acknowledgements)
+        self._marks_before.clear()
+        self._journal.remove()  # left in place, it could name records written later
+
+    def _records_between(self, start: tuple[int, int], end: tuple[int, int]) -> int | None:
+        """How many records lie from ``start`` up to ``end``; None when ``end``
+        is not where a record starts (or a segment between is missing)."""
+        count = 0
+        number, position = start
+        while (number, position) < end:
             try:
                 with open(self.file_name(number), "rb") as f:
                     f.seek(position)
-                    end = start[1] if number == start[0] else os.fstat(f.fileno()).st_size
-                    while position < end:
+                    stop = end[1] if number == end[0] else os.fstat(f.fileno()).st_size
+                    while position < stop:
                         size = _LENGTH.unpack(f.read(RECORD_HEADER_SIZE))[0]
                         f.seek(size, os.SEEK_CUR)
                         position += RECORD_HEADER_SIZE + size
-                        skipped += 1
+                        count += 1
             except (FileNotFoundError, struct.error):
-                return  # positions that do not fit the files: keep the meta file's
-            if number == start[0]:
-                break
+                return None
+            if number == end[0]:
+                return count if position == end[1] else None
             number, position = number + 1, 0
-        self.read_file_num, self.read_pos = start
-        self.depth = max(0, self.depth - skipped)
+        return count
 
     def _recover_tail(self) -> None:
         """Records written after the last meta update (a crash between writing

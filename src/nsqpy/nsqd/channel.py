@@ -202,8 +202,7 @@ class Channel:
         now, now_ns = self.clock(), time.time_ns()
         while (taken := disk.get_with_token()) is not None:
             record, token = taken
-            message = Message.decode(record[_DUE.size:])
-            message.disk_token = (disk, token)
+            message = MessageQueue.held(Message.decode(record[_DUE.size:]), disk, token)  # attempts kept
             due = now + max(0, _DUE.unpack_from(record)[0] - now_ns) / 1e9
             heapq.heappush(self.deferred, (due, next(self._deferred_seq), message))
         if self.deferred:

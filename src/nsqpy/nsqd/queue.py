@@ -178,7 +178,12 @@ class MessageQueue:
         if taken is None:
             return None
         data, token = taken
-        message = Message.decode(data)
+        return MessageQueue.held(Message.decode(data), disk, token)
+
+    @staticmethod
+    def held(message: Message, disk: DiskQueue, token) -> Message:
+        """``message``, read from ``disk`` as ``token``, holding that record,
+        with the attempts its record was marked with (``note_deliveries``)."""
         message.disk_token = (disk, token)
         delivered = disk.mark_of(token)
         if delivered > message.attempts:

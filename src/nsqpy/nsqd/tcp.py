@@ -164,6 +164,7 @@ class V2Protocol(asyncio.Protocol):
                     continue
                 waiting = handler(self, client, command)
                 if waiting is not None:
+                    self.nsqd.flush_dirty()
                     client.flush()
                     self._block("command")
                     asyncio.get_running_loop().create_task(
@@ -187,6 +188,7 @@ class V2Protocol(asyncio.Protocol):
 
     def _failed(self, client: ClientV2, error: ProtocolError) -> bool:
         """Send the error; True when it is fatal and the connection is closed."""
+        self.nsqd.flush_dirty()  # a reply: the answers before it first (see _run)
         client.send_error(error)
         if not error.fatal:
             return False
