@@ -146,6 +146,7 @@ def test_enough_connections_per_node_for_the_in_flight_budget():
     assert consumers_needed(20000, 2500) == 8  # two batches of 10,000 at nsqd's default cap
     assert consumers_needed(20001, 2500) == 9
     assert consumers_needed(1000, 2500) == 1
+    assert consumers_needed(200000, 2500) == 80  # two of nsq_to_parquet's batches of 100,000
     assert consumers_needed(10**9, 2500) == MAX_CONNECTIONS_PER_NODE
 
 

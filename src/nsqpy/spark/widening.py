@@ -18,7 +18,10 @@ from ..client.consumer import Consumer, ConnectionStats
 from ..client.config import Config
 
 DEFAULT_MAX_RDY_COUNT = 2500  # nsqd's default, when a node does not say
-MAX_CONNECTIONS_PER_NODE = 64
+# nsq_to_parquet's batches of 100,000 want 200,000 in flight: 80 connections
+# at nsqd's default cap. At 64 the next batch could not be all in while Spark
+# wrote this one, and each read() waited for the rest after its FINs.
+MAX_CONNECTIONS_PER_NODE = 128
 
 
 def consumers_needed(in_flight: int, max_rdy_count: int) -> int:
