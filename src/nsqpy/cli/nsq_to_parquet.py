@@ -30,6 +30,7 @@ from .spark_noise import QuietStderr
 DEFAULT_TRIGGER = "1 second"
 DEFAULT_MAX_MESSAGES_PER_BATCH = 100000
 EXIT_HELD_ELSEWHERE = 3  # --available-now: messages in flight to other consumers were not archived
+_END_POLL = 0.1  # seconds between looks at whether the query has ended
 
 # what Spark's processingTime accepts: "10 seconds", "500 milliseconds", "1 minute 30 seconds"
 _INTERVAL = re.compile(r"^(?:interval\s+)?(?:\d+(?:\.\d+)?\s*(?:week|day|hour|minute|min|second|sec|millisecond|"
@@ -184,10 +185,13 @@ def archive(args) -> int:
           f"{'' if args.available_now else '; Ctrl-C stops'}", flush=True)
     status = StatusLine(options)
     try:
+        next_line = time.monotonic() + args.status_every
         while query.isActive and not stop.is_set():
-            stop.wait(args.status_every)
-            if query.isActive:
+            # in short steps: a run that ends (availableNow) exits at once, not at the next line
+            stop.wait(min(_END_POLL, max(0.0, next_line - time.monotonic())))
+            if query.isActive and time.monotonic() >= next_line:
                 print(status.render(query), flush=True)
+                next_line += args.status_every
         if stop.is_set() and query.isActive:
             print("nsq_to_parquet: stopping after the batch in progress", flush=True)
             drained = stop_gracefully(query, drain_file(args.checkpoint_dir))
