@@ -47,13 +47,25 @@ def start_archive(spark, source_options: dict, output_dir: str, checkpoint_dir: 
         source_options = {**source_options, "walPath": os.path.join(os.path.abspath(checkpoint_dir), WAL_DIR)}
     drain_request = drain_file(checkpoint_dir)
     drain.clear(drain_request)
-    messages = (spark.readStream.format("nsq").options(**source_options)
-                .option("drain_file", drain_request).load()
-                .withColumn("date", F.date_format("timestamp", "yyyy-MM-dd"))
-                .withColumn("hour", F.date_format("timestamp", "HH")))
-    writer = (messages.writeStream.format("parquet").option("path", output_dir)
-              .option("checkpointLocation", checkpoint_dir).partitionBy("date", "hour")
-              .queryName(f"nsq_to_parquet {source_options['topic']}/{source_options['channel']}"))
+    messages = spark.readStream.format("nsq").options(**source_options).option("drain_file", drain_request).load()
+    return write_archive(messages, output_dir, checkpoint_dir,
+                         f"nsq_to_parquet {source_options['topic']}/{source_options['channel']}",
+                         trigger=trigger, available_now=available_now)
+
+
+def with_date_and_hour(messages):
+    """The archive's partition columns, from each message's timestamp (UTC)."""
+    return (messages.withColumn("date", F.date_format("timestamp", "yyyy-MM-dd"))
+            .withColumn("hour", F.date_format("timestamp", "HH")))
+
+
+def write_archive(messages, output_dir: str, checkpoint_dir: str, name: str, *,
+                  trigger: str | None = None, available_now: bool = False):
+    """Start the streaming query writing ``messages`` (the source's columns)
+    to Parquet by date and hour: the archive's query for any source, so a
+    benchmark measures the same query over a reference source."""
+    writer = (with_date_and_hour(messages).writeStream.format("parquet").option("path", output_dir)
+              .option("checkpointLocation", checkpoint_dir).partitionBy("date", "hour").queryName(name))
     if available_now:
         writer = writer.trigger(availableNow=True)
     elif trigger:

@@ -1,0 +1,276 @@
+"""The nsq source against Spark's own ceiling on this machine, in one run.
+
+    python bench/spark_ceiling.py [--messages 500000] [--rounds 2] [--master local[2]]
+                                  [--nodes 1,2] [--no-cli]
+
+Every row archives ``--messages`` rows of the nsq source's six columns
+(200-byte bodies) to Parquet by date and hour, and the rows take turns,
+round after round, so a busy moment hits them all alike:
+
+* bare source, simple: a PySpark Python streaming source of the simple
+  kind (``SimpleDataSourceStreamReader``, as ``reader=driver``) whose
+  ``read`` hands over batches of ``--batch`` rows made in memory, as Arrow
+  record batches: no NSQ, nothing but Spark's path for a Python source;
+* nsq source, ``reader=driver``, from nsqd (``--nodes`` nsqd);
+* bare source, partitioned: a ``DataSourceStreamReader`` planning
+  partitions of 20,000 rows each (as ``reader=executors``), each task
+  making its rows as one Arrow record batch;
+* nsq source, ``reader=executors``, from nsqd;
+* the JVM write: the same columns made by Spark itself (``spark.range``)
+  written with one batch write: what Spark does without Python;
+* ``nsq_to_parquet --available-now`` from exec to exit (``--no-cli`` leaves
+  it out), against the in-batch time of the ``reader=driver`` row.
+
+The streaming rows run the archive's own query (``write_archive``) with
+``availableNow``; each gives msgs/s end to end (query start to its end) and
+in batches (rows over the batches' own durations). The nsq rows' backlog is
+published before their query starts and is not timed.
+"""
+
+import argparse
+import contextlib
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from spark_bench import BODY_SIZE, fill, nsqd_nodes  # noqa: E402
+
+from nsqpy.spark.archive import input_rows, start_archive, with_date_and_hour, write_archive  # noqa: E402
+from nsqpy.spark.session import build_session  # noqa: E402
+
+PER_PARTITION = 20_000
+TOPIC = "ceiling"
+NSQD_ADDRESS = "127.0.0.1:4150"
+
+
+def bare_rows(start: int, count: int):
+    """``count`` rows of the source's columns as one Arrow record batch, ids
+    numbered from ``start``; made in memory, as a source with no I/O would."""
+    import datetime
+
+    import pyarrow as pa
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return pa.RecordBatch.from_arrays([
+        pa.array([f"{n:016x}" for n in range(start, start + count)], pa.string()),
+        pa.array([b"x" * BODY_SIZE] * count, pa.binary()),
+        pa.array([now] * count, pa.timestamp("us", tz="UTC")),
+        pa.array([1] * count, pa.int32()),
+        pa.array([TOPIC] * count, pa.string()),
+        pa.array([NSQD_ADDRESS] * count, pa.string()),
+    ], names=["id", "body", "timestamp", "attempts", "topic", "nsqd_address"])
+
+
+def bare_source(total: int, per_batch: int):
+    """The two reference sources, as PySpark data source classes."""
+    from pyspark.sql.datasource import (DataSource, DataSourceStreamReader, InputPartition,
+                                        SimpleDataSourceStreamReader)
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+    from nsqpy.spark.source import source_schema
+
+    class Simple(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+        def initialOffset(self):
+            return {"n": 0}
+
+        def prepareForTriggerAvailableNow(self):
+            pass
+
+        def read(self, start):
+            first = start["n"]
+            count = min(per_batch, total - first)
+            if count <= 0:
+                return iter([]), start
+            return iter([bare_rows(first, count)]), {"n": first + count}
+
+        def readBetweenOffsets(self, start, end):
+            return iter([bare_rows(start["n"], end["n"] - start["n"])])
+
+    class Range(InputPartition):
+        def __init__(self, first: int, count: int):
+            self.first, self.count = first, count
+
+    class Partitioned(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def initialOffset(self):
+            return {"n": 0}
+
+        def prepareForTriggerAvailableNow(self):
+            pass
+
+        def latestOffset(self, start, limit):
+            return {"n": min(total, start["n"] + per_batch)}
+
+        def partitions(self, start, end):
+            return [Range(first, min(PER_PARTITION, end["n"] - first))
+                    for first in range(start["n"], end["n"], PER_PARTITION)]
+
+        def read(self, partition):
+            yield bare_rows(partition.first, partition.count)
+
+    class Bare(DataSource):
+        @classmethod
+        def name(cls):
+            return "bare"
+
+        def schema(self):
+            return source_schema(False)
+
+        def simpleStreamReader(self, schema):
+            return Simple()
+
+        def streamReader(self, schema):
+            if self.options.get("shape") != "partitioned":
+                from pyspark.errors import PySparkNotImplementedError
+                raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
+                                                 messageParameters={"feature": "streamReader"})
+            return Partitioned()
+
+    return Bare
+
+
+def timed_query(start) -> dict:
+    """Run a started availableNow query to its end: msgs/s end to end and in batches."""
+    started = time.perf_counter()
+    query = start()
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    if query.exception() is not None:
+        raise SystemExit(f"query failed: {query.exception()}")
+    batches = [p for p in query.recentProgress if input_rows(p)]
+    rows = sum(input_rows(p) for p in batches)
+    busy = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
+    phases = {phase: statistics.median(p["durationMs"].get(phase, 0) for p in batches)
+              for phase in ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")}
+    return {"rows": rows, "end_to_end": rows / elapsed, "in_batches": rows / busy, "busy": busy, "phases": phases}
+
+
+def run_bare(spark, shape: str, workdir: str) -> dict:
+    frame = spark.readStream.format("bare").option("shape", shape).load()
+    return timed_query(lambda: write_archive(frame, os.path.join(workdir, "out"), os.path.join(workdir, "ck"),
+                                             f"bare {shape}", available_now=True))
+
+
+def run_nsq(spark, nodes, reader: str, per_batch: int, messages: int, workdir: str, topic: str) -> dict:
+    for i, nsqd in enumerate(nodes):
+        fill(nsqd, topic, messages // len(nodes) + (i < messages % len(nodes)))
+    options = {"topic": topic, "channel": "archive", "reader": reader,
+               "nsqd_tcp_addresses": ",".join(nsqd.tcp_address for nsqd in nodes),
+               "nsqd_http_addresses": ",".join(nsqd.http_address for nsqd in nodes),
+               "max_messages_per_batch": str(per_batch)}
+    return timed_query(lambda: start_archive(spark, options, os.path.join(workdir, "out"),
+                                             os.path.join(workdir, "ck"), available_now=True))
+
+
+def run_jvm(spark, messages: int, workdir: str) -> dict:
+    from pyspark.sql import functions as F
+
+    frame = spark.range(messages).select(
+        F.lpad(F.hex("id"), 16, "0").alias("id"),
+        F.expr(f"cast(repeat('x', {BODY_SIZE}) as binary)").alias("body"),
+        F.current_timestamp().alias("timestamp"),
+        F.lit(1).cast("int").alias("attempts"),
+        F.lit(TOPIC).alias("topic"),
+        F.lit(NSQD_ADDRESS).alias("nsqd_address"))
+    started = time.perf_counter()
+    with_date_and_hour(frame).write.partitionBy("date", "hour").parquet(os.path.join(workdir, "out"))
+    elapsed = time.perf_counter() - started
+    return {"rows": messages, "end_to_end": messages / elapsed, "in_batches": 0.0, "busy": elapsed}
+
+
+def run_cli(nsqd, messages: int, per_batch: int, master: str, workdir: str, topic: str) -> dict:
+    fill(nsqd, topic, messages)
+    command = [str(Path(sys.executable).parent / "nsq_to_parquet"), f"--topic={topic}", "--channel=archive",
+               f"--nsqd-tcp-address={nsqd.tcp_address}", f"--nsqd-http-address={nsqd.http_address}",
+               f"--output-dir={os.path.join(workdir, 'out')}", f"--master={master}", "--available-now",
+               f"--max-messages-per-batch={per_batch}"]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode:
+        raise SystemExit(f"nsq_to_parquet exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return {"rows": messages, "end_to_end": messages / elapsed, "in_batches": 0.0, "busy": elapsed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=500_000)
+    parser.add_argument("--batch", type=int, default=100_000, help="messages per micro-batch")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (the JVM's "
+                                                               "code and Spark's Python workers warm up)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--nodes", default="1", help="comma-separated nsqd counts for the nsq rows, e.g. 1,2")
+    parser.add_argument("--only", default="", help="a regular expression: only the rows whose name it finds")
+    parser.add_argument("--no-cli", action="store_true", help="leave out nsq_to_parquet end to end")
+    args = parser.parse_args()
+    node_counts = [int(n) for n in args.nodes.split(",")]
+    results: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory() as data, contextlib.ExitStack() as stack:
+        nodes = stack.enter_context(nsqd_nodes(data, max(node_counts)))
+        spark = build_session(args.master, "nsqpy-spark-ceiling")
+        stack.callback(spark.stop)
+        spark.dataSource.register(bare_source(args.messages, args.batch))
+        rows = {"bare simple": lambda work: run_bare(spark, "simple", work)}
+        for count in node_counts:
+            rows[f"nsq driver, {count} nsqd"] = (
+                lambda work, n=count: run_nsq(spark, nodes[:n], "driver", args.batch, args.messages, work,
+                                              os.path.basename(work)))
+        rows["bare partitioned"] = lambda work: run_bare(spark, "partitioned", work)
+        for count in node_counts:
+            rows[f"nsq executors, {count} nsqd"] = (
+                lambda work, n=count: run_nsq(spark, nodes[:n], "executors", args.batch, args.messages, work,
+                                              os.path.basename(work)))
+        rows["JVM write"] = lambda work: run_jvm(spark, args.messages, work)
+        if not args.no_cli:
+            rows["nsq_to_parquet CLI"] = lambda work: run_cli(nodes[0], args.messages, args.batch, args.master,
+                                                              work, os.path.basename(work))
+        if args.only:
+            rows = {key: run for key, run in rows.items() if re.search(args.only, key)}
+        for round_number in range(-args.warmup, args.rounds):
+            for key, run in rows.items():
+                result = run(os.path.join(data, f"r{round_number + args.warmup}-"
+                                                f"{key.replace(' ', '_').replace(',', '')}"))
+                label = "warm-up" if round_number < 0 else f"round {round_number + 1}"
+                print(f"{label}: {key}: {result['end_to_end']:,.0f} msgs/s end to end, "
+                      f"{result['in_batches']:,.0f} in batches ({result['rows']:,} rows"
+                      + "".join(f"; {phase} {ms:.0f} ms" for phase, ms in result.get("phases", {}).items())
+                      + ")", flush=True)
+                if round_number >= 0:
+                    results.setdefault(key, []).append(result)
+    report(results, args)
+
+
+def report(results: dict[str, list[dict]], args) -> None:
+    def median(key: str, field: str) -> float:
+        return statistics.median(r[field] for r in results[key])
+
+    def ratio(key: str, reference: str, field: str) -> str:
+        if reference not in results:
+            return ""
+        return " / ".join(f"{mine[field] / ref[field]:.2f}" for mine, ref in zip(results[key], results[reference]))
+
+    print()
+    print(f"| {args.messages:,} x {BODY_SIZE} B, {args.master}, medians of {args.rounds} | msgs/s end to end | "
+          f"msgs/s in batches | per round: / bare source (in batches) | / JVM write (end to end) |")
+    print("|---|---:|---:|---:|---:|")
+    for key in results:
+        reference = "bare simple" if "driver" in key else "bare partitioned" if "executors" in key else None
+        print(f"| {key} | {median(key, 'end_to_end'):,.0f} | "
+              f"{median(key, 'in_batches'):,.0f} | "
+              f"{ratio(key, reference, 'in_batches') if reference else ''} | "
+              f"{ratio(key, 'JVM write', 'end_to_end')} |")
+    driver = next((key for key in results if key.startswith("nsq driver")), None)
+    if "nsq_to_parquet CLI" in results and driver:
+        spans = " / ".join(f"{cli['busy'] / batch['busy']:.2f}"
+                           for cli, batch in zip(results["nsq_to_parquet CLI"], results[driver]))
+        print(f"\nnsq_to_parquet from exec to exit over {driver}'s time in batches, per round: {spans}")
+
+
+if __name__ == "__main__":
+    main()
