@@ -164,7 +164,7 @@ def archive(args) -> int:
         if status:
             return status
         from ..spark.archive import StatusLine, drain_file, failure_reason, start_archive, stop_gracefully
-        from ..spark.session import build_session
+        from ..spark.session import build_session, end_session
 
         if args.available_now:
             wait_for_holders(args)
@@ -217,7 +217,7 @@ def archive(args) -> int:
         print("nsq_to_parquet: stopped", flush=True)
         return 0
     finally:
-        spark.stop()
+        end_session(spark)
 
 
 def holders_now(args) -> list:

@@ -15,6 +15,7 @@ and a static one in ``conf`` is refused with a warning).
 """
 
 import os
+import subprocess
 import sys
 
 SQL_DEFAULTS = {  # runtime settings: a Connect client sets them too
@@ -56,3 +57,24 @@ def build_session(master: str = "local[*]", app_name: str = "nsqpy", conf: dict 
         spark.sparkContext.setLogLevel("WARN")
     register(spark)
     return spark
+
+
+def end_session(spark, timeout: float = 10.0) -> None:
+    """Stop the session and the JVM this process started for it, for a
+    command about to exit: the JVM otherwise lives until the interpreter
+    exits, holding standard error (and the command's filter of it) open.
+    Closing its standard input is how PySpark's gateway JVM is told to exit;
+    its shutdown hooks still run."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if process is None or process.stdin is None:
+        return  # a Connect client, or a JVM this process did not start
+    SparkContext._gateway = SparkContext._jvm = None
+    process.stdin.close()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
