@@ -13,7 +13,8 @@ from nsqpy.spark.fetcher import Fetcher
 from nsqpy.spark.options import SourceOptions
 from nsqpy.spark.partitioned import NSQPartition, NSQPartitionedReader
 from nsqpy.spark.plan import initial_offset, plan_batch, split
-from nsqpy.spark.source import to_record_batch
+from nsqpy.spark import chunks
+from nsqpy.spark.chunks import to_record_batch
 from nsqpy.spark.wal import PartitionLog
 from tests.support.wire import http_json, wait_until
 
@@ -83,7 +84,7 @@ def test_redeliveries_of_a_partition_nsqd_never_confirmed_are_dropped(spark_nsqd
         PartitionLog(options.wal_path).write(1, 0, to_record_batch(held, topic, reader.schema, False))
     finally:
         fetcher.close()
-    assert len(held) == 100
+    assert chunks.count(held) == 100
     reader.commit({"batch": 1, "plan": [[spark_nsqd.tcp_address, 100]]})
     assert sorted(path.name for path in (tmp_path / "wal" / "watch").iterdir()) == [
         "batch-00000000000000000001-part-00000.arrow"]

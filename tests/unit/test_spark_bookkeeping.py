@@ -158,3 +158,24 @@ def test_the_log_works_through_a_filesystem_uri_and_ignores_partial_files(tmp_pa
     assert WriteAheadLog(str(tmp_path / "wal")).ids_through(2) == {"a", "b"}
     wal.remove(keep=lambda start, end: False)
     assert wal.entries() == []
+
+
+def test_chunks_split_filter_and_make_the_sources_record_batch():
+    from types import SimpleNamespace
+
+    from nsqpy.spark.chunks import Chunk, count, to_record_batch, without
+    from nsqpy.spark.source import source_schema
+
+    conn = SimpleNamespace(address="127.0.0.1:4150")
+    arrivals = [(1_700_000_000_123_456_789 + i, i + 1, b"%016x" % i, b"body%d" % i) for i in range(5)]
+    chunk = Chunk.of(conn, arrivals)
+    first, rest = chunk.split(2)
+    assert (first.ids, rest.ids) == ([b"%016x" % i for i in range(2)], [b"%016x" % i for i in range(2, 5)])
+    kept, copies = without([first, rest], {"%016x" % 1, "%016x" % 3})
+    assert (count(kept), count(copies)) == (3, 2)
+    rows = to_record_batch(kept, "events", source_schema(False), False).to_pylist()
+    assert [row["body"] for row in rows] == [b"body0", b"body2", b"body4"]
+    assert [row["attempts"] for row in rows] == [1, 3, 5]
+    assert {row["topic"] for row in rows} == {"events"} and {row["nsqd_address"] for row in rows} == {conn.address}
+    assert rows[0]["id"] == "0000000000000000" and rows[0]["timestamp"].microsecond == 123456
+    assert to_record_batch([], "events", source_schema(False), False).num_rows == 0

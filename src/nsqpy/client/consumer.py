@@ -55,7 +55,8 @@ class ConnectionStats:
 
 class Consumer:
     def __init__(self, topic: str, channel: str, handler, *, config: Config | None = None,
-                 concurrency: int = 1, on_give_up=None, dedup: bool | DedupWindow = False):
+                 concurrency: int = 1, on_give_up=None, dedup: bool | DedupWindow = False,
+                 bulk: bool = False):
         """``handler(message)``: a coroutine function or a plain function (run
         in a thread pool of ``concurrency`` threads). Returning FINs the
         message, raising REQs it with backoff, unless the handler called
@@ -63,13 +64,23 @@ class Consumer:
         messages past ``max_attempts`` before they are FINished unhandled.
         ``dedup``: strip the key line a Producer with replicas (or the Spark
         sink) puts before each body, and drop the copies of a message already
-        handled; ``True`` for the default window, or a ``DedupWindow``."""
+        handled; ``True`` for the default window, or a ``DedupWindow``.
+
+        ``bulk``: for a holder of many messages at once (the Spark source),
+        which answers them itself. ``handler(connection, arrivals)`` is
+        called on the loop with each read's messages as they came,
+        ``(timestamp, attempts, id, body)`` tuples, and answers them by id
+        (``finish_ids``, ``requeue_ids``, ``touch_ids``), each exactly once:
+        no ``Message`` per message, no workers, no max_attempts or dedup."""
         if not is_valid_topic_name(topic):
             raise ValueError(f"invalid topic name {topic!r}")
         if not is_valid_channel_name(channel):
             raise ValueError(f"invalid channel name {channel!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 (got {concurrency})")
+        if bulk and (dedup or on_give_up is not None or (config and config.max_attempts)):
+            raise ValueError("a bulk consumer answers every message itself: no dedup, on_give_up or max_attempts")
+        self._bulk = bulk
         self.topic = topic
         self.channel = channel
         self.handler = handler
@@ -163,6 +174,29 @@ class Consumer:
                 if id(message) not in skipped:
                     self._drop_held_copies(message)
         return unanswerable
+
+    def finish_ids(self, conn: Connection, ids: list[bytes]) -> None:
+        """A bulk consumer's FINs of messages that came on ``conn`` (one
+        write); nothing is sent once ``conn`` has closed (nsqd redelivers)."""
+        if conn.closed or self.connections.get(conn.address) is not conn:
+            return
+        conn.finish(ids)
+        self._finished += len(ids)
+        self._apply(self.flow.finished(conn, len(ids)))
+
+    def requeue_ids(self, conn: Connection, ids: list[bytes]) -> None:
+        """A bulk consumer's REQs, for redelivery at once and without backoff."""
+        if conn.closed or self.connections.get(conn.address) is not conn:
+            return
+        for message_id in ids:
+            conn.send(commands.req(message_id, 0))
+            self._apply(self.flow.requeued(conn, False))
+        self._requeued += len(ids)
+
+    @staticmethod
+    def touch_ids(conn: Connection, ids: list[bytes]) -> None:
+        for message_id in ids:
+            conn.send(commands.touch(message_id))
 
     def is_starved(self) -> bool:
         """True when some connection has nearly filled its RDY window: a batch
@@ -353,6 +387,9 @@ class Consumer:
         or queued for the handler."""
         self._received += len(arrived)
         self.flow.received(conn, len(arrived))
+        if self._bulk:
+            self.handler(conn, arrived)
+            return
         config, answered = self.config, self._answered
         max_attempts = config.max_attempts
         messages = [Message(message_id, body, timestamp, attempts, conn, config, answered)

@@ -1,5 +1,8 @@
 """The consumer behind the ``nsq`` source: receives, holds and answers messages.
 
+Messages are held as ``chunks.Chunk`` (a read of one connection, in columns)
+and answered by id: the consumer is a bulk one, with no object per message.
+
 It lives in Spark's long-lived driver-side reader process, with the client's
 consumers (as many connections per nsqd as a batch needs: ``widening.py``)
 on a private event loop in a daemon thread, so ``read()`` (called
@@ -25,6 +28,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 
 from ..protocol import commands
+from .chunks import Chunk, count, message_ids, without
 from .options import SourceOptions
 from .widening import WideConsumer
 
@@ -49,8 +53,10 @@ class Stopped:
 class Fetcher:
     def __init__(self, options: SourceOptions):
         self.options = options
-        self.arrived: deque = deque()  # appended by the loop thread, taken by read()
-        self._taken: dict[bytes, object] = {}  # handed to Spark, not yet answered; loop thread only
+        self.arrived: deque[Chunk] = deque()  # appended by the loop thread, taken by read()
+        self._arrived_count = 0  # messages ever appended; loop thread only
+        self._taken_count = 0  # messages ever taken out of ``arrived``; read()'s thread only
+        self._taken: set[Chunk] = set()  # handed to Spark, not yet answered; loop thread only
         self._fins: Counter = Counter()  # FINs sent per connection; loop thread only
         self._stopped: Stopped | None = None
         self._loop = asyncio.new_event_loop()
@@ -73,28 +79,52 @@ class Fetcher:
         await self._consumer.connect(options.nsqd_tcp_addresses, options.lookupd_http_addresses)
         self._toucher = self._loop.create_task(self._touch_loop())
 
-    async def _arrive(self, message) -> None:
-        message.disable_auto_response()
-        self.arrived.append(message)
+    def _arrive(self, conn, arrivals: list) -> None:
+        self.arrived.append(Chunk.of(conn, arrivals))
+        self._arrived_count += len(arrivals)
 
-    def take(self, limit: int, first_wait: float, batch_wait: float) -> list:
+    def waiting(self) -> int:
+        """Messages received and not yet taken."""
+        return self._arrived_count - self._taken_count
+
+    def take(self, limit: int, first_wait: float, batch_wait: float) -> list[Chunk]:
         """Up to ``limit`` messages: wait up to ``first_wait`` for the first,
         then up to ``batch_wait`` for the batch to fill (less when nsqd can
         send no more)."""
-        arrived = self.arrived
         deadline = time.monotonic() + first_wait
-        while not arrived and time.monotonic() < deadline:
+        while not self.waiting() and time.monotonic() < deadline:
             time.sleep(_POLL)
-        if not arrived:
+        if not self.waiting():
             return []
         deadline = time.monotonic() + batch_wait
-        while len(arrived) < limit and time.monotonic() < deadline and not self._consumer.is_saturated():
+        while self.waiting() < limit and time.monotonic() < deadline and not self._consumer.is_saturated():
             time.sleep(_POLL)
-        popped = [arrived.popleft() for _ in range(min(limit, len(arrived)))]
-        # what came on a connection that has closed since is redelivered: take the copy instead
-        batch = [message for message in popped if message.can_respond]
-        self._loop.call_soon_threadsafe(self._taken.update, ((m.id, m) for m in batch))
+        arrived, batch, wanted = self.arrived, [], limit
+        while wanted and arrived:
+            chunk = arrived.popleft()
+            if len(chunk) > wanted:
+                chunk, rest = chunk.split(wanted)
+                arrived.appendleft(rest)
+            self._taken_count += len(chunk)
+            wanted -= len(chunk)
+            # what came on a connection that has closed since is redelivered: take the copy instead
+            if not chunk.conn.closed:
+                batch.append(chunk)
+        self._loop.call_soon_threadsafe(self._taken.update, batch)
         return batch
+
+    def drop(self, chunks: list[Chunk], ids: set[str]) -> tuple[list[Chunk], list[str]]:
+        """FIN, unhandled, the taken messages whose id is in ``ids`` (copies of
+        what was archived already); returns the rest and the ids dropped."""
+        kept, copies = without(chunks, ids)
+        if copies:
+            self._call(self._replace_taken(chunks, kept), _ANSWER_TIMEOUT)
+            self.finish(copies)
+        return kept, message_ids(copies)
+
+    async def _replace_taken(self, old: list[Chunk], new: list[Chunk]) -> None:
+        self._taken.difference_update(old)
+        self._taken.update(new)
 
     def pause(self) -> None:
         """Ask nsqd for nothing more (RDY 0), before FINs free room for more:
@@ -105,12 +135,12 @@ class Fetcher:
         self._consumer.change_max_in_flight(0)
         await self._consumer.flushed()
 
-    def finish(self, messages) -> list:
+    def finish(self, chunks: list[Chunk]) -> list[Chunk]:
         """FIN, and wait until the FINs are written to the sockets. Returns the
-        messages whose connection closed first: nsqd will deliver them again."""
-        if not messages:
+        chunks whose connection closed first: nsqd will deliver them again."""
+        if not chunks:
             return []
-        return self._call(self._answer(messages, requeue=False), _ANSWER_TIMEOUT)
+        return self._call(self._answer(chunks, requeue=False), _ANSWER_TIMEOUT)
 
     def stop(self) -> Stopped:
         """Stop receiving, give back everything received but not in a batch,
@@ -136,30 +166,26 @@ class Fetcher:
             # closed here, not by the consumer: it would send a second CLS, which nsqd refuses
             consumer.forget_connection(conn)
             conn.close()
-        late = len(self.arrived) + len(self._taken)  # came after the CLS, or never committed
+        late = count(self.arrived) + count(self._taken)  # came after the CLS, or never committed
         await self._shut_down()
         if unconfirmed:
             log.warning("nsq source: nsqd did not confirm %d acknowledgements before the connection closed; "
                         "those messages may be delivered again", unconfirmed)
-        return Stopped(released=len(released) + late, unconfirmed=unconfirmed)
+        return Stopped(released=count(released) + late, unconfirmed=unconfirmed)
 
     async def _shut_down(self) -> None:
         if self._toucher is not None:
             self._toucher.cancel()
         await self._consumer.stop(timeout=1.0)
 
-    async def _answer(self, messages, requeue: bool) -> list:
-        taken = self._taken
-        for message in messages:
-            taken.pop(message.id, None)
-        if requeue:
-            orphans = [message for message in messages if not message.can_respond]
-            for message in messages:
-                message.requeue(0, backoff=False)
-        else:
-            orphans = self._consumer.finish_all(messages)
-            skipped = set(map(id, orphans))
-            self._fins.update(m.connection for m in messages if id(m) not in skipped)
+    async def _answer(self, chunks: list[Chunk], requeue: bool) -> list[Chunk]:
+        self._taken.difference_update(chunks)
+        orphans = self._consumer.requeue(chunks) if requeue else self._consumer.finish(chunks)
+        if not requeue:
+            orphaned = set(map(id, orphans))
+            for chunk in chunks:
+                if id(chunk) not in orphaned:
+                    self._fins[chunk.conn] += len(chunk)
         await self._consumer.flushed()
         return orphans
 
@@ -171,8 +197,9 @@ class Fetcher:
     async def _touch_loop(self) -> None:
         while True:
             await asyncio.sleep(self._touch_interval())
-            for message in list(self._taken.values()) + list(self.arrived):
-                message.touch()
+            for chunk in list(self._taken) + list(self.arrived):
+                if not chunk.conn.closed:
+                    self._consumer.touch(chunk)
 
     def close(self) -> None:
         """Stop without waiting for confirmations (nsqd requeues what is held)."""

@@ -47,11 +47,12 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from ..client import NSQError
 from . import drain
+from .chunks import count, to_record_batch
 from .backlog import find_nodes, node_backlog
 from .fetcher import Fetcher
 from .options import SourceOptions
 from .plan import batch_number, initial_offset, next_offset, plan_batch
-from .source import source_schema, to_record_batch
+from .source import source_schema
 from .wal import PartitionLog
 
 log = logging.getLogger("nsqpy.spark")
@@ -112,11 +113,11 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         backlogs = self._backlogs()
         if self._left is not None:
-            backlogs = {address: min(count, self._left.get(address, 0)) for address, count in backlogs.items()}
+            backlogs = {address: min(waiting, self._left.get(address, 0)) for address, waiting in backlogs.items()}
         plan = plan_batch(backlogs, self.options.max_messages_per_batch, self.options.max_messages_per_partition)
         if self._left is not None:
-            for address, count in plan:
-                self._left[address] -= count
+            for address, planned in plan:
+                self._left[address] -= planned
         return next_offset(start, plan)
 
     def partitions(self, start: dict, end: dict):
@@ -185,16 +186,16 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         error)
             return None
         try:
-            messages = self._take(fetcher, partition.max_messages)
+            chunks = self._take(fetcher, partition.max_messages)
             fetcher.pause()
-            messages = self._drop_redeliveries(messages, fetcher, partition_log)
+            chunks = self._drop_redeliveries(chunks, fetcher, partition_log)
             rows = None
-            if messages:
-                rows = to_record_batch(messages, options.topic, self.schema, options.dedup_key)
+            if chunks:
+                rows = to_record_batch(chunks, options.topic, self.schema, options.dedup_key)
                 partition_log.write(partition.batch, partition.index, rows)
-            orphans = fetcher.finish(messages)
+            orphans = fetcher.finish(chunks)
             stopped = fetcher.stop()
-            if messages and not orphans and not stopped.unconfirmed:
+            if chunks and not orphans and not stopped.unconfirmed:
                 partition_log.confirm(partition.batch, partition.index)
             return rows
         finally:
@@ -205,24 +206,25 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         full while the last arrivals are still being handed over, so take
         again until the share is in or nothing more comes for ``batch_wait``."""
         options = self.options
-        messages = fetcher.take(wanted, options.idle_timeout, options.batch_wait)
-        while messages and len(messages) < wanted:
-            more = fetcher.take(wanted - len(messages), options.batch_wait, options.batch_wait)
+        chunks = fetcher.take(wanted, options.idle_timeout, options.batch_wait)
+        taken = count(chunks)
+        while chunks and taken < wanted:
+            more = fetcher.take(wanted - taken, options.batch_wait, options.batch_wait)
             if not more:
                 break
-            messages += more
-        return messages
+            chunks += more
+            taken += count(more)
+        return chunks
 
     @staticmethod
-    def _drop_redeliveries(messages, fetcher: Fetcher, partition_log: PartitionLog) -> list:
+    def _drop_redeliveries(chunks, fetcher: Fetcher, partition_log: PartitionLog) -> list:
         """FIN, unarchived, the messages an unconfirmed partition archived already."""
-        if not messages:
-            return messages
+        if not chunks:
+            return chunks
         archived = partition_log.unconfirmed_ids()
         if not archived:
-            return messages
-        copies = [m for m in messages if m.id.decode("ascii") in archived]
-        if copies:
-            log.warning("nsq source: dropped %d redeliveries of archived messages", len(copies))
-            fetcher.finish(copies)
-        return [m for m in messages if m.id.decode("ascii") not in archived]
+            return chunks
+        chunks, dropped = fetcher.drop(chunks, archived)
+        if dropped:
+            log.warning("nsq source: dropped %d redeliveries of archived messages", len(dropped))
+        return chunks

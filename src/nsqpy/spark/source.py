@@ -20,16 +20,14 @@ executors is needed, and one process reads every message. The other reader,
 import logging
 import os
 
-import pyarrow as pa
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import (BinaryType, IntegerType, StringType, StructField, StructType,
                                TimestampType)
 
 from .backlog import channel_backlog, find_http_addresses
 from . import drain
-from ..protocol.dedupkey import split_key
+from .chunks import count, message_ids, to_record_batch
 from .fetcher import Fetcher
 from .ledger import Batch, Ledger, offset, position
 from .options import SourceOptions
@@ -46,24 +44,6 @@ def source_schema(dedup_key: bool) -> StructType:
     ``topic`` string, ``nsqd_address`` string (and ``dedup_key`` string)."""
     columns = _COLUMNS + [("dedup_key", StringType())] if dedup_key else _COLUMNS
     return StructType([StructField(name, kind, nullable=True) for name, kind in columns])
-
-
-def to_record_batch(messages, topic: str, schema: StructType, dedup_key: bool) -> pa.RecordBatch:
-    """The messages as one Arrow record batch in the source's schema."""
-    bodies = [m.body for m in messages]
-    columns = [
-        pa.array([m.id.decode("ascii") for m in messages], pa.string()),
-        None,
-        pa.array([m.timestamp // 1000 for m in messages], pa.timestamp("us", tz="UTC")),
-        pa.array([m.attempts for m in messages], pa.int32()),
-        pa.array([topic] * len(messages), pa.string()),
-        pa.array([m.nsqd_address for m in messages], pa.string()),
-    ]
-    if dedup_key:
-        keys, bodies = zip(*(split_key(body) for body in bodies)) if bodies else ((), ())
-        columns.append(pa.array(keys, pa.string()))
-    columns[1] = pa.array(bodies, pa.binary())
-    return pa.RecordBatch.from_arrays(columns, schema=to_arrow_schema(schema, timezone="UTC"))
 
 
 class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -113,16 +93,17 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         self._settle(begin)
         if self._draining or self._drain_requested():
             return iter([]), start
-        messages = self._take()
-        if not messages:
+        chunks = self._take()
+        taken = count(chunks)
+        if not taken:
             return iter([]), start
-        end = begin + len(messages)
-        rows = to_record_batch(messages, self.options.topic, self.schema, self.options.dedup_key)
+        end = begin + taken
+        rows = to_record_batch(chunks, self.options.topic, self.schema, self.options.dedup_key)
         if self._wal is not None:
             self._wal.write(begin, end, rows)
-        self._ledger.add(Batch(begin, end, messages, rows))
+        self._ledger.add(Batch(begin, end, chunks, rows))
         if self._left is not None:
-            self._left -= len(messages)
+            self._left -= taken
         return iter([rows]), offset(end)
 
     def readBetweenOffsets(self, start: dict, end: dict):
@@ -159,9 +140,9 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         nsqd delivers it again, and that copy is dropped."""
         orphans = self._fetcher.finish(self._ledger.release_through(committed))
         if orphans:
-            self._delivered.update(m.id.decode("ascii") for m in orphans)
+            self._delivered.update(message_ids(orphans))
             log.warning("nsq source: %d archived messages lost their connection before FIN; their "
-                        "redeliveries will be dropped", len(orphans))
+                        "redeliveries will be dropped", count(orphans))
         if self._wal is not None:
             self._wal.remove(keep=lambda start, end: end > committed)
 
@@ -178,6 +159,7 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
                         len(self._delivered))
 
     def _take(self) -> list:
+        """The next batch's chunks, without copies of what was archived already."""
         options = self.options
         limit = options.max_messages_per_batch
         if self._left is not None:
@@ -186,20 +168,17 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
                 return []
         first_wait = options.idle_timeout if self._available_now else options.batch_wait
         while True:
-            messages = self._fetcher.take(limit, first_wait, options.batch_wait)
-            if not self._delivered or not messages:
-                return messages
-            fresh, copies = [], []
-            for message in messages:
-                (copies if message.id.decode("ascii") in self._delivered else fresh).append(message)
-            if copies:
-                self._delivered.difference_update(m.id.decode("ascii") for m in copies)
-                self._fetcher.finish(copies)
+            chunks = self._fetcher.take(limit, first_wait, options.batch_wait)
+            if not self._delivered or not chunks:
+                return chunks
+            chunks, dropped = self._fetcher.drop(chunks, self._delivered)
+            if dropped:
+                self._delivered.difference_update(dropped)
                 if self._left is not None:
-                    self._left -= len(copies)
+                    self._left -= len(dropped)
                     limit = min(limit, self._left)
-            if fresh or limit <= 0:
-                return fresh
+            if chunks or limit <= 0:
+                return chunks
 
     def _drain_requested(self) -> bool:
         """A graceful stop asked through ``drain_file``: answer what is committed

@@ -7,7 +7,8 @@ fills while Spark writes this one); so with nsqd's defaults one connection
 per node would cap every batch at 2500. ``WideConsumer`` opens as many
 consumers (one connection per node each) as that room needs, shares the
 in-flight budget among them, and answers each message through the consumer
-whose connection brought it.
+whose connection brought it. The consumers are bulk ones: the holder gets
+each read's messages as they came, and answers them by id.
 """
 
 import asyncio
@@ -45,7 +46,7 @@ class WideConsumer:
                                for _ in range(wanted - 1)))
 
     async def _add(self, max_in_flight: int, nsqd_tcp_addresses, lookupd_http_addresses) -> Consumer:
-        consumer = Consumer(self.topic, self.channel, self.handler, config=self.config)
+        consumer = Consumer(self.topic, self.channel, self.handler, config=self.config, bulk=True)
         consumer.change_max_in_flight(max_in_flight)
         self.consumers.append(consumer)
         await consumer.connect_to_nsqds(nsqd_tcp_addresses)
@@ -66,21 +67,30 @@ class WideConsumer:
         for consumer in self.consumers:
             consumer.change_max_in_flight(share)
 
-    def finish_all(self, messages) -> list:
-        """FIN through each message's own consumer; returns those that could
-        not be answered (their connection closed: nsqd delivers them again)."""
+    def finish(self, chunks) -> list:
+        """FIN each chunk (``chunks.Chunk``) through the consumer whose
+        connection brought it; returns those that could not be answered
+        (their connection closed: nsqd delivers them again)."""
+        return self._answer(chunks, Consumer.finish_ids)
+
+    def requeue(self, chunks) -> list:
+        """REQ each chunk, for redelivery at once; returns those whose connection closed."""
+        return self._answer(chunks, Consumer.requeue_ids)
+
+    def _answer(self, chunks, answer) -> list:
         owners = {conn: consumer for consumer in self.consumers for conn in consumer.connections.values()}
-        by_owner: dict[Consumer, list] = {}
         orphans = []
-        for message in messages:
-            owner = owners.get(message.connection)
-            if owner is None:
-                orphans.append(message)
+        for chunk in chunks:
+            owner = owners.get(chunk.conn)
+            if owner is None or chunk.conn.closed:
+                orphans.append(chunk)
             else:
-                by_owner.setdefault(owner, []).append(message)
-        for owner, owned in by_owner.items():
-            orphans.extend(owner.finish_all(owned))
+                answer(owner, chunk.conn, chunk.ids)
         return orphans
+
+    @staticmethod
+    def touch(chunk) -> None:
+        Consumer.touch_ids(chunk.conn, chunk.ids)
 
     def is_saturated(self) -> bool:
         return bool(self.consumers) and all(consumer.is_saturated() for consumer in self.consumers)
