@@ -90,6 +90,8 @@ def test_source_options_are_checked_with_one_clear_message():
     assert options.config.msg_timeout == 120 and options.config.snappy
     # room for the batch being written and the next one filling; held messages are never given up
     assert options.config.max_in_flight == 200 and options.config.max_attempts == 0
+    with pytest.raises(OptionError, match="option max_attempts"):
+        SourceOptions.parse({"topic": "t", "channel": "c", "nsqd_tcp_addresses": "a:1", "max_attempts": "5"})
     with pytest.raises(OptionError, match="option channel: missing"):
         SourceOptions.parse({"topic": "t", "nsqd_tcp_addresses": "a:1"})
     with pytest.raises(OptionError, match="lookupd_http_addresses"):

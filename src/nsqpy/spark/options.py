@@ -127,6 +127,9 @@ class SourceOptions:
         # held messages stay in flight until their batch commits, so room for
         # two batches lets the next one fill while Spark writes this one
         config = client_config(options, max_in_flight=2 * per_batch, max_attempts=0)
+        if config.max_attempts:
+            raise OptionError("option max_attempts: the source archives every message it receives (the attempts "
+                              "column counts deliveries); nsqd's --max-attempts sets a dead-letter limit")
         return cls(
             topic=_topic(options), channel=channel, nsqd_tcp_addresses=nsqd, lookupd_http_addresses=lookupd,
             nsqd_http_addresses=_addresses(options, "nsqd_http_addresses", urls=True),
