@@ -104,6 +104,7 @@ def source_options(args) -> dict:
             options[name] = ",".join(values)
     if args.wal or args.reader == "executors":
         options["walPath"] = os.path.join(os.path.abspath(args.checkpoint_dir), "nsq-wal")
+    options["client_id"] = run_client_id(args)
     options.update(setting.split("=", 1) for setting in args.option)
     return options
 
@@ -221,13 +222,20 @@ def archive(args) -> int:
 
 
 def holders_now(args) -> list:
-    """Other consumers of the channel holding messages (this job has no
-    connection open before its run nor after it)."""
+    """Other consumers of the channel holding messages: this run's own
+    connections (its ``client_id``) may still be closing when it ends."""
     from ..spark.backlog import find_http_addresses, holders
 
     addresses = find_http_addresses(args.nsqd_http_address, args.lookupd_http_address, args.nsqd_tcp_address,
                                     args.topic)
-    return holders(addresses, args.topic, args.channel)
+    return holders(addresses, args.topic, args.channel, other_than=run_client_id(args))
+
+
+def run_client_id(args) -> str:
+    """The client_id this run's connections give nsqd: ``--option
+    client_id=...``, or one naming the command and its process."""
+    given = [setting.split("=", 1)[1] for setting in args.option if setting.split("=", 1)[0].lower() == "client_id"]
+    return given[-1] if given else f"nsq_to_parquet-{os.getpid()}"
 
 
 def wait_for_holders(args) -> None:

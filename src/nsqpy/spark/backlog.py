@@ -149,10 +149,10 @@ class Holder:
         return f"{self.client} on nsqd {self.nsqd_http_address}: {self.in_flight}"
 
 
-def holders(http_addresses, topic: str, channel: str) -> list[Holder]:
+def holders(http_addresses, topic: str, channel: str, other_than: str | None = None) -> list[Holder]:
     """Every consumer of ``channel`` with messages in flight (nodes that do
-    not answer are left out). Asked when this job has no connection open,
-    each one is someone else: another job on the channel, or a stale run."""
+    not answer are left out), but those whose client_id is ``other_than``
+    (this job's own connections, which may still be closing when it asks)."""
     found = []
     query = urllib.parse.urlencode({"format": "json", "topic": topic, "channel": channel,
                                     "include_clients": "true", "include_mem": "false"})
@@ -166,7 +166,8 @@ def holders(http_addresses, topic: str, channel: str) -> list[Holder]:
                 if each["channel_name"] != channel:
                     continue
                 for client in each.get("clients") or []:
-                    if client.get("in_flight_count"):
+                    if client.get("in_flight_count") and (other_than is None or
+                                                          client.get("client_id") != other_than):
                         name = f"{client.get('hostname', '?')} (client_id {client.get('client_id', '?')!r}, " \
                                f"{client.get('remote_address', '?')})"
                         found.append(Holder(address, name, client["in_flight_count"]))
