@@ -72,20 +72,29 @@ def archive(spark, nodes, topic: str, per_batch: int, reader: str, workdir: str)
                "nsqd_tcp_addresses": ",".join(nsqd.tcp_address for nsqd in nodes),
                "nsqd_http_addresses": ",".join(nsqd.http_address for nsqd in nodes),
                "max_messages_per_batch": str(per_batch)}
+    return run_to_end(lambda: start_archive(spark, options, os.path.join(workdir, "out"),
+                                            os.path.join(workdir, "ck"), available_now=True))
+
+
+PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
+
+
+def run_to_end(start) -> dict:
+    """Start an availableNow query and run it to its end: msgs/s end to end
+    (start to end) and in batches (rows over the batches' own durations),
+    and the median milliseconds of each phase of a batch."""
     started = time.perf_counter()
-    query = start_archive(spark, options, os.path.join(workdir, "out"), os.path.join(workdir, "ck"),
-                          available_now=True)
+    query = start()
     query.awaitTermination()
     elapsed = time.perf_counter() - started
     if query.exception() is not None:
-        raise SystemExit(f"archive failed: {query.exception()}")
+        raise SystemExit(f"query failed: {query.exception()}")
     batches = [p for p in query.recentProgress if input_rows(p)]
     rows = sum(input_rows(p) for p in batches)
     busy = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
-    phases = {phase: statistics.median(p["durationMs"].get(phase, 0) for p in batches)
-              for phase in ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")}
+    phases = {phase: statistics.median(p["durationMs"].get(phase, 0) for p in batches) for phase in PHASES}
     return {"rows": rows, "batches": len(batches), "end_to_end": rows / elapsed, "steady": rows / busy,
-            "phases": phases}
+            "busy": busy, "phases": phases}
 
 
 def stream(spark, nsqd, topic: str, count: int, workdir: str) -> float:

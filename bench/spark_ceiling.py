@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from spark_bench import BODY_SIZE, fill, nsqd_nodes  # noqa: E402
+from spark_bench import BODY_SIZE, fill, nsqd_nodes, run_to_end  # noqa: E402
 
-from nsqpy.spark.archive import input_rows, start_archive, with_date_and_hour, write_archive  # noqa: E402
+from nsqpy.spark.archive import start_archive, with_date_and_hour, write_archive  # noqa: E402
 from nsqpy.spark.session import build_session  # noqa: E402
 
 PER_PARTITION = 20_000
@@ -134,25 +134,9 @@ def bare_source(total: int, per_batch: int):
     return Bare
 
 
-def timed_query(start) -> dict:
-    """Run a started availableNow query to its end: msgs/s end to end and in batches."""
-    started = time.perf_counter()
-    query = start()
-    query.awaitTermination()
-    elapsed = time.perf_counter() - started
-    if query.exception() is not None:
-        raise SystemExit(f"query failed: {query.exception()}")
-    batches = [p for p in query.recentProgress if input_rows(p)]
-    rows = sum(input_rows(p) for p in batches)
-    busy = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
-    phases = {phase: statistics.median(p["durationMs"].get(phase, 0) for p in batches)
-              for phase in ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")}
-    return {"rows": rows, "end_to_end": rows / elapsed, "in_batches": rows / busy, "busy": busy, "phases": phases}
-
-
 def run_bare(spark, shape: str, workdir: str) -> dict:
     frame = spark.readStream.format("bare").option("shape", shape).load()
-    return timed_query(lambda: write_archive(frame, os.path.join(workdir, "out"), os.path.join(workdir, "ck"),
+    return run_to_end(lambda: write_archive(frame, os.path.join(workdir, "out"), os.path.join(workdir, "ck"),
                                              f"bare {shape}", available_now=True))
 
 
@@ -163,7 +147,7 @@ def run_nsq(spark, nodes, reader: str, per_batch: int, messages: int, workdir: s
                "nsqd_tcp_addresses": ",".join(nsqd.tcp_address for nsqd in nodes),
                "nsqd_http_addresses": ",".join(nsqd.http_address for nsqd in nodes),
                "max_messages_per_batch": str(per_batch)}
-    return timed_query(lambda: start_archive(spark, options, os.path.join(workdir, "out"),
+    return run_to_end(lambda: start_archive(spark, options, os.path.join(workdir, "out"),
                                              os.path.join(workdir, "ck"), available_now=True))
 
 
@@ -180,7 +164,7 @@ def run_jvm(spark, messages: int, workdir: str) -> dict:
     started = time.perf_counter()
     with_date_and_hour(frame).write.partitionBy("date", "hour").parquet(os.path.join(workdir, "out"))
     elapsed = time.perf_counter() - started
-    return {"rows": messages, "end_to_end": messages / elapsed, "in_batches": 0.0, "busy": elapsed}
+    return {"rows": messages, "end_to_end": messages / elapsed, "steady": 0.0, "busy": elapsed}
 
 
 def run_cli(nsqd, messages: int, per_batch: int, master: str, workdir: str, topic: str) -> dict:
@@ -194,7 +178,7 @@ def run_cli(nsqd, messages: int, per_batch: int, master: str, workdir: str, topi
     elapsed = time.perf_counter() - started
     if done.returncode:
         raise SystemExit(f"nsq_to_parquet exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return {"rows": messages, "end_to_end": messages / elapsed, "in_batches": 0.0, "busy": elapsed}
+    return {"rows": messages, "end_to_end": messages / elapsed, "steady": 0.0, "busy": elapsed}
 
 
 def main() -> None:
@@ -238,7 +222,7 @@ def main() -> None:
                                                 f"{key.replace(' ', '_').replace(',', '')}"))
                 label = "warm-up" if round_number < 0 else f"round {round_number + 1}"
                 print(f"{label}: {key}: {result['end_to_end']:,.0f} msgs/s end to end, "
-                      f"{result['in_batches']:,.0f} in batches ({result['rows']:,} rows"
+                      f"{result['steady']:,.0f} in batches ({result['rows']:,} rows"
                       + "".join(f"; {phase} {ms:.0f} ms" for phase, ms in result.get("phases", {}).items())
                       + ")", flush=True)
                 if round_number >= 0:
@@ -262,8 +246,8 @@ def report(results: dict[str, list[dict]], args) -> None:
     for key in results:
         reference = "bare simple" if "driver" in key else "bare partitioned" if "executors" in key else None
         print(f"| {key} | {median(key, 'end_to_end'):,.0f} | "
-              f"{median(key, 'in_batches'):,.0f} | "
-              f"{ratio(key, reference, 'in_batches') if reference else ''} | "
+              f"{median(key, 'steady'):,.0f} | "
+              f"{ratio(key, reference, 'steady') if reference else ''} | "
               f"{ratio(key, 'JVM write', 'end_to_end')} |")
     driver = next((key for key in results if key.startswith("nsq driver")), None)
     if "nsq_to_parquet CLI" in results and driver:
