@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from spark_bench import BODY_SIZE, fill, nsqd_nodes, run_to_end  # noqa: E402
+from spark_bench import BODY_SIZE, archive, fill, nsqd_nodes, run_to_end  # noqa: E402
 
 from nsqpy.spark.archive import start_archive, with_date_and_hour, write_archive  # noqa: E402
 from nsqpy.spark.session import build_session  # noqa: E402
@@ -143,12 +143,7 @@ def run_bare(spark, shape: str, workdir: str) -> dict:
 def run_nsq(spark, nodes, reader: str, per_batch: int, messages: int, workdir: str, topic: str) -> dict:
     for i, nsqd in enumerate(nodes):
         fill(nsqd, topic, messages // len(nodes) + (i < messages % len(nodes)))
-    options = {"topic": topic, "channel": "archive", "reader": reader,
-               "nsqd_tcp_addresses": ",".join(nsqd.tcp_address for nsqd in nodes),
-               "nsqd_http_addresses": ",".join(nsqd.http_address for nsqd in nodes),
-               "max_messages_per_batch": str(per_batch)}
-    return run_to_end(lambda: start_archive(spark, options, os.path.join(workdir, "out"),
-                                             os.path.join(workdir, "ck"), available_now=True))
+    return archive(spark, nodes, topic, per_batch, reader, workdir)
 
 
 def run_jvm(spark, messages: int, workdir: str) -> dict:
