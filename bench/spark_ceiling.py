@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from spark_bench import BODY_SIZE, archive, fill, nsqd_nodes, run_to_end  # noqa: E402
 
-from nsqpy.spark.archive import start_archive, with_date_and_hour, write_archive  # noqa: E402
+from nsqpy.spark.archive import with_date_and_hour, write_archive  # noqa: E402
 from nsqpy.spark.session import build_session  # noqa: E402
 
 PER_PARTITION = 20_000
