@@ -80,6 +80,14 @@ def test_unknown_topic_and_channel_are_404(admin, spread_topic):
     assert call(admin, "GET", f"/api/topics/{spread_topic}/nope") == (404, {"message": "CHANNEL_NOT_FOUND"})
 
 
+def test_topic_only_nsqlookupd_knows_is_an_upstream_error_as_in_go(admin, cluster, topic):
+    assert http_json("POST", f"{cluster.lookupd.http_url}/topic/create?topic={topic}")[0] == 200
+    assert http_json("POST", f"{cluster.lookupd.http_url}/channel/create?topic={topic}&channel=ch")[0] == 200
+    upstream_error = (502, {"message": "UPSTREAM_ERROR: failed to query any nsqd: "})
+    assert call(admin, "GET", f"/api/topics/{topic}") == upstream_error
+    assert call(admin, "GET", f"/api/topics/{topic}/ch") == upstream_error
+
+
 def test_nodes_and_one_node(admin, cluster, spread_topic):
     status, answer = call(admin, "GET", "/api/nodes")
     assert status == 200

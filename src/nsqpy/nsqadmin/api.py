@@ -119,6 +119,7 @@ class AdminApi:
         topic = topic_from(request)
         per_node, errors = await self.cluster.topic_stats(topic)
         if not per_node:
+            await self.not_on_any_nsqd(topic)
             raise HttpError(404, "TOPIC_NOT_FOUND")
         return with_message(aggregate.aggregate_topic(topic, per_node), errors)
 
@@ -127,8 +128,21 @@ class AdminApi:
         per_node, errors = await self.cluster.topic_stats(topic, channel)
         channels = [c for t in per_node for c in t["channels"] if c["channel_name"] == channel]
         if not channels:
+            await self.not_on_any_nsqd(topic)
             raise HttpError(404, "CHANNEL_NOT_FOUND")
         return with_message(aggregate.aggregate_channel(topic, channel, channels), errors)
+
+    async def not_on_any_nsqd(self, topic: str) -> None:
+        """A topic nsqlookupd lists but no nsqd has answers as Go's nsqadmin
+        does (502, ``UPSTREAM_ERROR: failed to query any nsqd: ``); a topic
+        nobody knows, or a channel missing from a produced topic, stays a
+        plain 404."""
+        producers, _ = await self.cluster.topic_producers(topic)
+        if producers:
+            return
+        channels, _ = await self.cluster.registered_channels(topic)
+        if channels is not None:
+            raise HttpError(502, "UPSTREAM_ERROR: failed to query any nsqd: ")
 
     async def nodes(self, request):
         producers, errors = await self.cluster.producers()
