@@ -1,8 +1,9 @@
 # Two entry points: `make run` and `make test`. Both build .venv from scratch
 # when it is missing, so a fresh clone needs nothing but python3; `make test`
 # also installs Java 17 with apt-get when no Java 17+ is found (Spark runs on it)
-# and Debian's chromium and chromium-driver (nsqadmin's browser tests) and
-# prometheus (the metrics scrape test) when missing.
+# and Debian's chromium and chromium-driver (nsqadmin's browser tests),
+# prometheus (the metrics scrape test) and etcd-server (replicated nsqd's
+# coordination) when missing.
 #
 # nsqd's hot modules are compiled with mypyc when installing (setup.py), so
 # the install steps make sure a C compiler and Python's headers are there
@@ -19,7 +20,7 @@ DATA ?= .data
 # setup.py) take their types from the modules they import as well
 SOURCES := $(shell find src/nsqpy -name '*.py')
 
-.PHONY: run test bench compiler java browser prometheus clean
+.PHONY: run test bench compiler java browser prometheus etcd clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,7 +66,14 @@ prometheus:
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq prometheus; \
 	fi
 
-test: $(VENV)/.installed-test java browser prometheus
+etcd:
+	@if ! command -v etcd >/dev/null; then \
+	  echo "replicated nsqd coordinates through etcd: installing etcd-server with apt-get"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq etcd-server; \
+	fi
+
+test: $(VENV)/.installed-test java browser prometheus etcd
 	@$(BIN)/python -c 'import nsqpy.nsqd.channel as m; print("nsqd hot modules:", "pure Python" if m.__file__.endswith(".py") else "compiled")'
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
 	NSQPY_PURE=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=10 tests/unit tests/integration tests/interop

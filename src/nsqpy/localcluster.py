@@ -9,7 +9,9 @@ process behind (SIGTERM, then SIGKILL).
 import concurrent.futures
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -175,6 +177,37 @@ def nsqlookupd_process(*extra: str) -> DaemonProcess:
     return DaemonProcess("nsqlookupd", [
         "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0", "--broadcast-address=127.0.0.1", *extra,
     ])
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now (for a program that cannot take port 0)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+class EtcdProcess(DaemonProcess):
+    """A one-member etcd (Debian's etcd-server) for replicated nsqd, on
+    free loopback ports, storing into ``data_path``."""
+
+    def __init__(self, data_path: str, host: str = "127.0.0.1", client_port: int = 0, peer_port: int = 0,
+                 log_path: str | None = None):
+        self.client_url = f"http://{host}:{client_port or free_port(host)}"
+        peer_url = f"http://{host}:{peer_port or free_port(host)}"
+        super().__init__("etcd", [
+            "--name=nsqpy", f"--data-dir={data_path}",
+            f"--listen-client-urls={self.client_url}", f"--advertise-client-urls={self.client_url}",
+            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=nsqpy={peer_url}",
+        ], ready=(), executable="etcd", log_path=log_path)
+
+    def start(self, timeout: float = 15.0) -> "EtcdProcess":
+        if shutil.which("etcd") is None:
+            raise RuntimeError("etcd not found: replicated nsqd needs etcd (Debian's etcd-server; "
+                               "`make test` installs it)")
+        super().start(timeout)
+        self.wait_for_log("ready to serve client requests", timeout)
+        return self
 
 
 class LocalCluster:

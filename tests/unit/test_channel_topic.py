@@ -94,6 +94,7 @@ class SmallNsqd:
     def __init__(self, loop):
         self.loop = loop
         self.timed_channels: set = set()
+        self.replication = None
         self.options = types.SimpleNamespace(node_id=1, max_attempts=0, message_ttl=0.0, expire_action="drop",
                                              max_depth=0, full_policy="reject")
 

@@ -39,8 +39,9 @@ DEAD_LETTERED_KEPT: Final = 10_000  # ids of recent dead letters a copy left by 
 class Channel:
     def __init__(self, topic, name: str, queue: MessageQueue, loop, latency=None, deferred_disk=None,
                  max_attempts: int = 0, message_ttl: float = 0.0, expire_action: str = "drop",
-                 limit: DepthLimit | None = None, timed: set | None = None):
+                 limit: DepthLimit | None = None, timed: set | None = None, replication=None):
         self.topic = topic
+        self.replication = replication  # a replicated nsqd's Replicator (replication/), told what is done
         self.name = name
         self.ephemeral = is_ephemeral(name)
         self.queue = queue
@@ -161,6 +162,7 @@ class Channel:
         if dead_letter and not self.topic.nsqd.publish_dead_letter(self, message):
             return False
         self.queue.ack(message)
+        self._done(message)
         self.expired_count += 1
         return True
 
@@ -272,6 +274,7 @@ class Channel:
                         disk_ids.add(message.id)
                     if client.sample_rate and not client.samples(message):
                         queue.ack(message)
+                        self._done(message)
                         continue
                     if ttl_ns and message.timestamp < published_before and self._expire(message):
                         continue
@@ -309,6 +312,7 @@ class Channel:
         if not self.topic.nsqd.publish_dead_letter(self, message):
             return False
         self.queue.ack(message)
+        self._done(message)
         self.dead_letter_count += 1
         if held is not None:
             dead_lettered = self._dead_lettered
@@ -350,7 +354,15 @@ class Channel:
         if self.latency is not None:
             self.latency.add(time.time_ns() - message.timestamp)
         self.queue.ack(message)
+        self._done(message)
         self.schedule_dispatch()
+
+    def _done(self, message: Message) -> None:
+        """Through with ``message`` for good: a replicated nsqd's peers
+        forget their copy for this channel (replication/)."""
+        replication = self.replication
+        if replication is not None:
+            replication.done(self.topic.name, self.name, message.id)
 
     def requeue(self, client, message_id: bytes, delay: float) -> None:
         """REQ: back to the tail of the queue, or deferred for ``delay`` seconds."""
@@ -449,6 +461,9 @@ class Channel:
         self.queue.clear()
         if self.deferred_disk is not None:
             self.deferred_disk.empty()
+        replication = self.replication
+        if replication is not None:
+            replication.changed(self.topic.name, self.name, emptied=True)
 
     def close(self) -> int:
         """Stop, and write queued, in-flight and deferred messages to disk.

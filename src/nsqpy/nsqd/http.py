@@ -105,7 +105,7 @@ class HttpApi:
 
     # --- publishing -------------------------------------------------------------------
 
-    def _publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0):
+    async def _publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0):
         nsqd = self.nsqd
         if nsqd.exiting:
             raise HttpError(503, "EXITING")
@@ -117,6 +117,9 @@ class HttpApi:
             raise HttpError(503, f"QUEUE_FULL {error}") from None
         except OSError:
             raise HttpError(500, "INTERNAL_ERROR") from None
+        acks = None if nsqd.replication is None else nsqd.replication.acks()
+        if acks is not None:  # a replicated nsqd answers once its peers hold copies
+            await acks
         return text_response("OK")
 
     async def pub(self, request):
@@ -127,7 +130,7 @@ class HttpApi:
         topic_name = topic_param(request, invalid="INVALID_TOPIC")
         max_defer_ms = int(options.max_req_timeout * 1000)
         defer_ms = _query_setting(request, "defer", lambda text: parse_int(text, 0, max_defer_ms), "INVALID_DEFER")
-        return self._publish(topic_name, [body], (defer_ms or 0) / 1000)
+        return await self._publish(topic_name, [body], (defer_ms or 0) / 1000)
 
     async def mpub(self, request):
         options = self.nsqd.options
@@ -145,7 +148,7 @@ class HttpApi:
                 raise HttpError(413, "MSG_TOO_BIG")
         if not bodies:
             return text_response("OK")
-        return self._publish(topic_name, bodies)
+        return await self._publish(topic_name, bodies)
 
     # --- stats --------------------------------------------------------------------------
 

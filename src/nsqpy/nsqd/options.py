@@ -112,6 +112,17 @@ class NsqdOptions:
     export_for_go: bool = option(False, "beyond NSQ: move every deferred message of --data-path into its "
                                  "channel's ordinary queue, so that NSQ's own nsqd loads them, then exit")
 
+    replication_factor: int = option(1, "beyond NSQ: how many nsqd hold each message before a publish is "
+                                     "answered OK (1 = no replication; 2 or 3 need --etcd-endpoint)")
+    etcd_endpoints: list[str] = option([], "beyond NSQ: etcd client URL (http://host:2379) for replicated "
+                                       "nsqd's membership and takeovers (may be given multiple times)",
+                                       flag="etcd-endpoint")
+    replication_prefix: str = option("/nsqpy", "beyond NSQ: the etcd key prefix shared by one replicated "
+                                     "cluster's nsqd")
+    replication_lease: float = option(3.0, "beyond NSQ: how long a replicated nsqd stays a member without "
+                                      "renewing its etcd lease (a dead node is taken over after this)",
+                                      duration=True)
+
     e2e_processing_latency_percentiles: list[float] = option(
         [], "message processing time percentiles (as float (0, 1.0]) to track "
         "(can be specified multiple times or comma separated '1.0,0.99,0.95', default none)",
@@ -181,3 +192,12 @@ class NsqdOptions:
         if self.tls_min_version not in ("ssl3.0", "tls1.0", "tls1.1", "tls1.2", "tls1.3"):
             raise ValueError(f"--tls-min-version {self.tls_min_version!r} must be one of ssl3.0, tls1.0, "
                              "tls1.1, tls1.2, tls1.3")
+        if self.replication_factor not in (1, 2, 3):
+            raise ValueError(f"--replication-factor {self.replication_factor} must be 1, 2 or 3")
+        if self.replication_factor > 1 and not self.etcd_endpoints:
+            raise ValueError("--replication-factor above 1 needs --etcd-endpoint (replicas coordinate through etcd)")
+        if self.replication_factor > 1 and self.tls_required != "false":
+            raise ValueError("--replication-factor above 1 does not work with --tls-required yet "
+                             "(peers replicate over plain TCP)")
+        if not 2 <= self.replication_lease <= 60:
+            raise ValueError(f"--replication-lease {format_duration(self.replication_lease)} must be in [2s, 60s]")

@@ -92,6 +92,11 @@ class NSQD:
         self._tasks: list[asyncio.Task] = []
         self._metadata = metadata.MetadataWriter(self.data_path, self.topics.values, self.log)
         self._loading = False
+        self.replication = None  # a Replicator with --replication-factor above 1 (replication/)
+        if options.replication_factor > 1:
+            from .replication.replicator import Replicator
+
+            self.replication = Replicator(self)
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -113,6 +118,8 @@ class NSQD:
             # as NSQ's nsqd, registered with nsqlookupd by the time it says where it listens
             self.set_lookupd_addresses(self.options.nsqlookupd_tcp_addresses)
             await self._first_registrations()
+            if self.replication is not None:
+                await self._start_replication()
             self._tcp_server = await serve_tcp(lambda: V2Protocol(self), tcp_sock)
             self.log.info("TCP: listening on %s", self.tcp_address)
             for kind, sock, _ in sites:
@@ -137,6 +144,14 @@ class NSQD:
             from .statsd import StatsdPusher  # with the stats it sends: only a daemon that pushes them loads them
 
             self._tasks.append(self.loop.create_task(StatsdPusher(self).run()))
+
+    async def _start_replication(self) -> None:
+        node = f"{self.options.broadcast_address}:{self.options.broadcast_tcp_port or self.tcp_port}"
+        try:
+            await self.replication.start(node)
+        except BaseException:
+            await self.replication.stop()
+            raise
 
     async def _first_registrations(self) -> None:
         """Give every nsqlookupd a moment to take our registrations (a
@@ -198,6 +213,8 @@ class NSQD:
             task.cancel()
         for peer in self.lookup_peers.values():
             await peer.stop()
+        if self.replication is not None:
+            await self.replication.stop()
         await self._metadata.close()
         self._persist_metadata()
         lost = None
@@ -269,6 +286,8 @@ class NSQD:
         command = lookup_v1.unregister(topic.name, name) if deleted else lookup_v1.register(topic.name, name)
         for peer in self.lookup_peers.values():
             peer.send(command)
+        if self.replication is not None:
+            self.replication.changed(topic.name, name, deleted=deleted)
         if not (topic.ephemeral or (channel is not None and channel.ephemeral)):
             self.persist_metadata_soon(topic)
 

@@ -179,8 +179,10 @@ def stats_json(nsqd, topic_filter=None, channel_filter=None, include_clients=Tru
         ] or None
     listed = f"[{','.join(topics)}]" if topics or topic_filter is None else "null"
     memory = f',"memory":{_compact(memory_stats())}' if include_mem else ""
+    # beyond NSQ, only where it is switched on: a replicated nsqd's peers, lag, takeovers
+    replication = "" if nsqd.replication is None else f',"replication":{_compact(nsqd.replication.stats())}'
     return (f'{{"version":{_quote(NSQ_VERSION)},"health":{_quote(nsqd.health)},"start_time":{nsqd.start_time},'
-            f'"topics":{listed}{memory},"producers":{_compact(producers)}}}').encode()
+            f'"topics":{listed}{memory},"producers":{_compact(producers)}{replication}}}').encode()
 
 
 def stats(nsqd, topic_filter=None, channel_filter=None, include_clients=True, include_mem=True) -> dict:

@@ -112,7 +112,7 @@ class V2Protocol(asyncio.Protocol):
             options = self.nsqd.options
             client = self.client = self.nsqd.add_client(self.transport)
             self.reader = v2_reader(options.max_msg_size, options.max_body_size,
-                                    int(options.max_req_timeout * 1000))
+                                    int(options.max_req_timeout * 1000), self.nsqd.replication is not None)
             self.deadline.set(self._command_time())
             if not data:
                 return
@@ -142,7 +142,7 @@ class V2Protocol(asyncio.Protocol):
         """Execute commands in order. A handler that must wait (AUTH asks a
         server) returns a coroutine: reading pauses, and the commands after it
         run once it is done, so answers keep their order."""
-        handlers = _HANDLERS
+        handlers = _HANDLERS if self.nsqd.replication is None else _REPLICATED_HANDLERS
         tls_required = self.nsqd.tls_required_tcp and not client.tls
         replies = client.replies
         for index, command in enumerate(commands):
@@ -384,7 +384,9 @@ class V2Protocol(asyncio.Protocol):
     async def _recheck(self, client: ClientV2, name: str, permission: str, topic: str, channel: str, action) -> None:
         client.auth = await self._query_auth(client, client.auth_secret)
         self._require(client.auth, name, permission, topic, channel)
-        action()
+        waiting = action()
+        if waiting is not None:
+            await waiting
 
     @staticmethod
     def _require(state, name: str, permission: str, topic: str, channel: str) -> None:
@@ -499,7 +501,8 @@ class V2Protocol(asyncio.Protocol):
         return self._with_permission(client, "MPUB", "publish", name, "", lambda: self._publish(
             client, name, lambda: self.nsqd.publish_mpub(name, body, count), count, errors.E_MPUB_FAILED, "MPUB"))
 
-    def _publish(self, client: ClientV2, topic_name: str, put, count: int, code: str, name: str) -> None:
+    def _publish(self, client: ClientV2, topic_name: str, put, count: int, code: str,
+                 name: str) -> Awaitable[None] | None:
         """``put()`` the ``count`` messages, then OK; nsqd's error for what refused them."""
         try:
             put()
@@ -510,6 +513,30 @@ class V2Protocol(asyncio.Protocol):
         except OSError as error:
             raise ProtocolError(code, f"{name} failed {error}") from None
         client.pub_counts[topic_name] = client.pub_counts.get(topic_name, 0) + count
+        replication = self.nsqd.replication
+        acks = None if replication is None else replication.acks()
+        if acks is None:
+            client.send_frame(OK_FRAME)
+            return None
+        return self._ok_once_replicated(client, acks)
+
+    @staticmethod
+    async def _ok_once_replicated(client: ClientV2, acks) -> None:
+        """A replicated nsqd answers a publish once its peers hold copies."""
+        await acks
+        client.send_frame(OK_FRAME)
+
+    def repl(self, client: ClientV2, command) -> None:
+        """A peer's batch of what it accepted and what became of it
+        (protocol/replication.py), kept for a takeover; OK once kept."""
+        params = command.params
+        if len(params) < 3:
+            raise _invalid("REPL insufficient number of parameters")
+        try:
+            epoch = parse_base10(params[2])
+            self.nsqd.replication.receive(params[1].decode("ascii"), epoch, command.body)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise ProtocolError(errors.E_BAD_BODY, f"REPL {error}") from None
         client.send_frame(OK_FRAME)
 
 
@@ -527,3 +554,6 @@ _HANDLERS: Final = {
     b"DPUB": V2Protocol.dpub,
     b"MPUB": V2Protocol.mpub,
 }
+
+#: a replicated nsqd also takes its peers' batches
+_REPLICATED_HANDLERS: Final = {**_HANDLERS, b"REPL": V2Protocol.repl}

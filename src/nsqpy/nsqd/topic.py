@@ -58,6 +58,9 @@ class Topic:
         if ids is None:
             ids = self.guid.new_ids(len(bodies))
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
+        replication = self.nsqd.replication
+        if replication is not None:
+            replication.published(self.name, messages, int(defer * 1000))
         if not self._to_channels_now():
             self.queue.put_many(messages)
             self.limit.trim(self.queue)
@@ -76,6 +79,9 @@ class Topic:
         it is (batch.py). Raises as ``publish`` does."""
         self._check_open(count)
         batch = Batch(body, count, timestamp, self.guid.reserve(count))
+        replication = self.nsqd.replication
+        if replication is not None:
+            replication.published(self.name, batch.copy().take_all())
         if not self._to_channels_now():
             self.queue.put_batch(batch)
             self.limit.trim(self.queue)
@@ -176,7 +182,7 @@ class Topic:
                               expire_action=self.expire_action,
                               limit=DepthLimit(f"channel {self.name}/{name}", self.nsqd.options.max_depth,
                                                self.nsqd.options.full_policy),
-                              timed=self.nsqd.timed_channels)
+                              timed=self.nsqd.timed_channels, replication=self.nsqd.replication)
             self.channels[name] = channel
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()
@@ -202,6 +208,9 @@ class Topic:
 
     def empty(self) -> None:
         self.queue.clear()
+        replication = self.nsqd.replication
+        if replication is not None:
+            replication.changed(self.name, None, emptied=True)
 
     def close(self) -> int:
         """Persist everything (channels first) and stop. Returns messages persisted."""

@@ -57,7 +57,7 @@ def check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError
 # nsqd checks a body command's parameters before it reads the body; with
 # the wrong count, a bad topic name or a bad DPUB timeout it answers at once
 # (a fatal error), and no body is waited for.
-_BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1}
+_BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1, b"REPL": 3}
 
 
 def _v2_body_checker(max_defer_ms: int):
@@ -66,7 +66,7 @@ def _v2_body_checker(max_defer_ms: int):
             return len(params) == 1
         if len(params) < _BODY_PARAM_COUNTS[name]:
             return False
-        if name == b"IDENTIFY":
+        if name == b"IDENTIFY" or name == b"REPL":
             return True
         if not is_valid_topic_name(params[1].decode("latin-1")):
             return False
@@ -91,6 +91,8 @@ _TRUNCATED: Final = {
                   (E_BAD_BODY, "IDENTIFY failed to read body")),
     b"AUTH": ((E_BAD_BODY, "AUTH failed to read body size"),
               (E_BAD_BODY, "AUTH failed to read body")),
+    b"REPL": ((E_BAD_BODY, "REPL failed to read body size"),
+              (E_BAD_BODY, "REPL failed to read body")),
 }
 
 
@@ -112,18 +114,23 @@ def _truncated_mpub(partial: bytes) -> ProtocolError:
         index += 1
 
 
-def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_000) -> "CommandReader":
-    """The reader for nsqd's V2 protocol."""
-    return CommandReader(
-        {
-            b"PUB": (check_message_size, max_msg_size),
-            b"DPUB": (check_message_size, max_msg_size),
-            b"MPUB": (check_body_size, max_body_size),
-            b"IDENTIFY": (check_body_size, max_body_size),
-            b"AUTH": (check_body_size, max_body_size),
-        },
-        expects_body=_v2_body_checker(max_defer_ms),
-    )
+def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_000,
+              replication: bool = False) -> "CommandReader":
+    """The reader for nsqd's V2 protocol; with ``replication``, also for the
+    ``REPL`` batches of a replicated nsqd's peers (replication.py)."""
+    body_limits = {
+        b"PUB": (check_message_size, max_msg_size),
+        b"DPUB": (check_message_size, max_msg_size),
+        b"MPUB": (check_body_size, max_body_size),
+        b"IDENTIFY": (check_body_size, max_body_size),
+        b"AUTH": (check_body_size, max_body_size),
+    }
+    if replication:  # a batch holds up to a turn of MPUBs
+        body_limits[b"REPL"] = (check_body_size, max(REPL_MAX_BODY, 4 * max_body_size))
+    return CommandReader(body_limits, expects_body=_v2_body_checker(max_defer_ms))
+
+
+REPL_MAX_BODY: Final = 256 * 1024 * 1024
 
 
 class CommandReader:

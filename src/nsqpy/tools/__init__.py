@@ -7,6 +7,6 @@ one-line errors), ``options`` (the flags every consuming tool takes),
 (subscribing and stopping consumers), ``lookupd`` (nsqlookupd's HTTP API),
 ``publishing`` (where to_nsq and nsq_to_nsq publish), ``hostpool`` (which
 URL or nsqd gets the next message), ``timing`` (``--status-every`` lines),
-``archive_file`` (nsq_to_file's files), ``jsonfilter`` (nsq_to_nsq's
-JSON filters) and ``ratelog`` (one log line for a flood of one problem).
+``archive_file`` (nsq_to_file's files) and ``jsonfilter`` (nsq_to_nsq's
+JSON filters).
 """

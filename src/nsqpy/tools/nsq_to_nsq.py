@@ -26,7 +26,7 @@ from .hostpool import MODES
 from .jsonfilter import JsonFilter, Verdict
 from .options import SourceOptions, check_names, check_sources
 from .publishing import PUBLISH_ERRORS, Destinations
-from .ratelog import RateLimitedLog, shown
+from ..ratelog import RateLimitedLog, shown
 from .timing import StatusEvery
 
 BATCH_BYTES = 1 << 20

@@ -1,0 +1,59 @@
+"""Replicated nsqd (``--replication-factor`` 2 or 3, coordinated by etcd):
+no acknowledged message is lost when a whole node dies, for every NSQ
+client, unchanged.
+
+The design, and why
+===================
+
+NSQ has no leader and no partitions: a topic lives on every nsqd a
+producer publishes to, and consumers read from all of them. Replication
+keeps that shape. **Each nsqd is the origin of the messages it accepted,
+and copies them to R-1 peers**, its successors in the order of the live
+members' names. A copy is a *shadow*, kept per origin and epoch, never
+delivered: no client sees a second nsqd for a topic, no message is
+delivered twice while nothing fails, and a node's speed does not depend
+on a leader elsewhere.
+
+- **Publish.** PUB, MPUB, DPUB and HTTP ``/pub`` ``/mpub`` queue the
+  messages locally as before, and are answered OK once every chosen peer
+  has said OK to the ``REPL`` batch that carries them
+  (``protocol/replication.py``; one batch per peer per event-loop turn,
+  on a V2 connection to the peer's TCP port). Copies keep the message id,
+  timestamp and deferral.
+- **Outcomes.** When a channel is through with a message (FIN, a
+  dead-letter, an expiry) the origin tells its peers within the same
+  turn; channels created, deleted or emptied travel the same way. A
+  shadow thus holds exactly what the origin still owes, per channel. REQ
+  and TOUCH change nothing a survivor needs (it delivers again anyway).
+- **Membership and death** live in etcd (``membership.py``): each nsqd
+  holds a lease (its *epoch*) and a member key on it, renewed every third
+  of ``--replication-lease``. A node whose lease ends is dead to the
+  others, whatever it thinks.
+- **Takeover.** Every peer holding a shadow of an epoch that left the
+  members races for ``takeover/<node>/<epoch>`` with an etcd transaction
+  (create if absent); the winner adopts its shadow into its own topics
+  and channels (``takeover.py``), where consumers find it through
+  nsqlookupd, and copies it on to its own peers. Losers drop theirs. The
+  decision is etcd's, not ours: no election of our own.
+- **Fencing.** A node that finds its lease ended (frozen, cut off) claims
+  its own epoch: if a survivor owns it already, the node drops everything
+  it holds (the survivor delivers it) and joins again under a new epoch.
+  A restarted node does the same for the epoch its data dir names: it
+  ends that lease at once (so a survivor claims without waiting), waits
+  a moment for a claim, and keeps its data only when nobody took it. A
+  clean stop owns its epoch before it leaves: its messages stay in its
+  data dir, as in NSQ.
+- **etcd unavailable.** Publishes go on with the peers already connected
+  (each link is direct TCP), with a loud line every few seconds; leases
+  are not renewed, so no takeover can happen until etcd answers, and
+  etcd extends every lease when it comes back. With fewer peers than
+  R-1 connected, a publish is answered with the copies there are, and
+  ``under_replicated_messages`` counts the difference.
+
+What it costs: every accepted byte crosses loopback or the LAN once per
+peer, a publish waits one round trip to its peers, and a peer keeps each
+copy in memory until the origin's channels are through with it.
+Bounds: a message finished in the last turn before a crash may be
+delivered again by the survivor (same id); one finished by a node that
+was frozen past its lease may be delivered by both.
+"""

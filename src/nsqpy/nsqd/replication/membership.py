@@ -1,0 +1,69 @@
+"""A replicated nsqd's place in etcd.
+
+Keys under ``--replication-prefix``:
+
+- ``members/<node>``: this nsqd while its lease lives (``<node>`` is its
+  broadcast ``host:tcp_port``; the value says its ports, node id and
+  epoch). The lease id is the node's *epoch*: a restart, or a node that
+  lost its lease, comes back under a new one.
+- ``takeover/<node>/<epoch>``: who owns what that epoch of ``<node>``
+  accepted once it ended. Created once, by a transaction that only one
+  contender wins: a survivor holding a shadow of it, or the node itself
+  (a clean stop, or a restart that finds nobody took it).
+"""
+
+import json
+
+from .etcd import Etcd
+
+
+class Membership:
+    def __init__(self, etcd: Etcd, prefix: str, node: str, lease_ttl: int):
+        self.etcd = etcd
+        self.prefix = prefix.rstrip("/")
+        self.node = node
+        self.lease_ttl = lease_ttl
+        self.epoch = 0
+
+    def _member_key(self, node: str) -> str:
+        return f"{self.prefix}/members/{node}"
+
+    def _takeover_key(self, node: str, epoch: int) -> str:
+        return f"{self.prefix}/takeover/{node}/{epoch}"
+
+    async def join(self, info: dict) -> int:
+        """A new lease (the new epoch) and the member key on it."""
+        lease = await self.etcd.grant(self.lease_ttl)
+        await self.etcd.put(self._member_key(self.node), json.dumps({**info, "epoch": lease}), lease=lease)
+        self.epoch = lease
+        return lease
+
+    async def renew(self) -> bool:
+        """False when the lease has ended: others may have taken this epoch over."""
+        return await self.etcd.keep_alive(self.epoch) > 0
+
+    async def members(self) -> dict[str, dict]:
+        """Every live member but this one: node -> what it registered."""
+        found = {}
+        prefix = self._member_key("")
+        for key, value in (await self.etcd.get_prefix(prefix)).items():
+            node = key[len(prefix):]
+            try:
+                info = json.loads(value)
+                info["epoch"] = int(info["epoch"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if node != self.node:
+                found[node] = info
+        return found
+
+    async def claim(self, node: str, epoch: int) -> str:
+        """Try to own ``node``'s ``epoch``. -> who owns it (this node if won)."""
+        _, owner = await self.etcd.create(self._takeover_key(node, epoch), self.node)
+        return owner
+
+    async def owner(self, node: str, epoch: int) -> str | None:
+        return await self.etcd.get(self._takeover_key(node, epoch))
+
+    async def end_lease(self, epoch: int) -> None:
+        await self.etcd.revoke(epoch)

@@ -1,0 +1,370 @@
+"""The replicated nsqd's side of everything: what it sends its peers as an
+origin, what it keeps for them as a peer, and the etcd loops (renewing
+its lease, watching the members) that decide takeovers.
+
+nsqd calls in at a handful of points: ``published`` (a topic queued
+messages), ``done`` (a channel is through with a message), ``changed``
+(a channel appeared, went, or was emptied), ``acks()`` (what a publish
+waits for before its OK), ``receive`` (a peer's ``REPL`` batch).
+"""
+
+import asyncio
+import json
+import logging
+import os
+import time
+
+from ...atomicfile import write_atomically
+from ...errors import StartupError
+from ...ratelog import RateLimitedLog
+from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, ReplicationError, done_record, event_record,
+                                     published_record, read_records)
+from .etcd import Etcd, EtcdUnavailable
+from .links import Acks, PeerLink
+from .membership import Membership
+from .shadow import Shadow
+from .takeover import adopt, let_go
+
+EPOCH_FILE = "nsqd.replication.json"
+WATCH_INTERVAL = 0.5  # how often the members are read: a takeover starts this long after a lease ends
+SETTLE_WAIT = 3.0  # after a crash, how long a restarted node waits for a survivor to claim what it had
+
+
+class Replicator:
+    def __init__(self, nsqd):
+        options = nsqd.options
+        self.nsqd = nsqd
+        self.log: logging.Logger = nsqd.log
+        self.factor = options.replication_factor
+        self.etcd = Etcd(options.etcd_endpoints, timeout=max(1.0, options.replication_lease / 3), log=self.log)
+        self.lease_ttl = max(2, round(options.replication_lease))
+        self.prefix = options.replication_prefix
+        self.node = ""
+        self.membership: Membership | None = None
+        self.links: dict[str, PeerLink] = {}
+        self.members: dict[str, dict] = {}
+        self.shadows: dict[tuple[str, int], Shadow] = {}
+        self.takeovers = 0
+        self.adopted = 0
+        self.under_replicated = 0
+        self.etcd_ok = False
+        self._acks: Acks | None = None
+        self._ring: list[PeerLink] | None = None  # the peers that take this node's copies (cached)
+        self._flush_scheduled = False
+        self._tasks: list[asyncio.Task] = []
+        # one line now and then for each recurring trouble
+        self._etcd_trouble = RateLimitedLog(self.log)
+        self._peer_trouble = RateLimitedLog(self.log)
+        self._short_trouble = RateLimitedLog(self.log)
+
+    @property
+    def epoch(self) -> int:
+        return self.membership.epoch if self.membership is not None else 0
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self, node: str) -> None:
+        """Settle what a previous run of this node left (taken over, or its
+        own to keep), join the members, and start watching them."""
+        self.node = node
+        self.membership = Membership(self.etcd, self.prefix, node, self.lease_ttl)
+        try:
+            await self._settle_previous()
+            await self._join()
+        except EtcdUnavailable as error:
+            self.log.error("REPLICATION: etcd unavailable (%s): accepting publishes without replicas "
+                           "until it answers", error)
+        self._tasks = [asyncio.get_running_loop().create_task(self._watch()),
+                       asyncio.get_running_loop().create_task(self._renew())]
+
+    async def _join(self) -> None:
+        nsqd = self.nsqd
+        info = {"tcp": self.node, "http": f"{nsqd.options.broadcast_address}:{nsqd.http_port}",
+                "node_id": nsqd.options.node_id}
+        members = await self.membership.members()
+        for other, registered in members.items():
+            if registered.get("node_id") == nsqd.options.node_id:
+                raise StartupError(f"--node-id {nsqd.options.node_id} is also the node id of replicated nsqd "
+                                   f"{other}: message ids would collide; give each nsqd its own --node-id")
+        epoch = await self.membership.join(info)
+        write_atomically(os.path.join(nsqd.data_path, EPOCH_FILE),
+                         json.dumps({"node": self.node, "epoch": epoch}).encode())
+        self.etcd_ok = True
+        self.log.info("REPLICATION: joined as %s, epoch %d, replication factor %d", self.node, epoch, self.factor)
+        self._update_links(members)
+
+    async def _settle_previous(self) -> None:
+        """The data dir holds what this node's last epoch accepted. If a
+        survivor took that epoch over, it delivers it: drop ours. If nobody
+        did (yet), end the old lease so that a survivor holding a copy
+        claims it now, wait a moment for one, and keep ours if none does."""
+        try:
+            with open(os.path.join(self.nsqd.data_path, EPOCH_FILE)) as file:
+                previous = json.load(file)
+            node, epoch = previous["node"], int(previous["epoch"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if node != self.node:
+            return
+        owner = await self.membership.owner(node, epoch)
+        if owner is None:
+            await self.membership.end_lease(epoch)
+            deadline = time.monotonic() + SETTLE_WAIT
+            while owner is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                owner = await self.membership.owner(node, epoch)
+            if owner is None:
+                owner = await self.membership.claim(node, epoch)
+        if owner != self.node:
+            dropped = let_go(self.nsqd)
+            self.log.warning("REPLICATION: epoch %d of %s was taken over by %s: dropped the %d messages "
+                             "it had left here", epoch, node, owner, dropped)
+
+    async def stop(self) -> None:
+        """A clean stop keeps this node's messages in its data dir (as NSQ
+        does): it owns its epoch in etcd, so no peer adopts them."""
+        for task in self._tasks:
+            task.cancel()
+        self._flush()
+        if self.membership is not None and self.epoch:
+            try:
+                owner = await self.membership.claim(self.node, self.epoch)
+                if owner != self.node:
+                    self.log.warning("REPLICATION: epoch %d was taken over by %s", self.epoch, owner)
+                await self.membership.end_lease(self.epoch)
+            except EtcdUnavailable as error:
+                self.log.error("REPLICATION: etcd unavailable at stop (%s): a survivor may take this "
+                               "node's messages over, and they are dropped here at the next start", error)
+        for link in list(self.links.values()):
+            link.close()
+        await self.etcd.close()
+
+    # --- the etcd loops -----------------------------------------------------------------------
+
+    async def _renew(self) -> None:
+        interval = self.lease_ttl / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if not self.epoch:
+                    await self._join()
+                elif not await self.membership.renew():
+                    await self._fenced()
+                self.etcd_ok = True
+            except EtcdUnavailable as error:
+                self.etcd_ok = False
+                self._etcd_trouble.error(f"REPLICATION: etcd unavailable ({error}): still accepting publishes, "
+                                         "with the peers already connected; no takeover can happen until it "
+                                         "answers")
+            except StartupError as error:
+                self._etcd_trouble.error(f"REPLICATION: {error}")
+
+    async def _fenced(self) -> None:
+        """This node's lease ended while it lived (frozen, or cut off):
+        whoever owns the epoch now delivers what it accepted."""
+        epoch = self.epoch
+        owner = await self.membership.claim(self.node, epoch)
+        if owner != self.node:
+            dropped = let_go(self.nsqd)
+            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over: dropped %d messages "
+                           "delivered there now", epoch, owner, dropped)
+        else:
+            self.log.error("REPLICATION: lease of epoch %d ended; nobody took it over: keeping its messages",
+                           epoch)
+        self.membership.epoch = 0
+        await self._join()
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL)
+            started = time.monotonic()
+            try:
+                members = await self.membership.members()
+            except EtcdUnavailable:
+                continue  # _renew says so
+            self._update_links(members)
+            live = {(node, info["epoch"]) for node, info in members.items()}
+            for key, shadow in list(self.shadows.items()):
+                if key in live or shadow.created > started or key[0] == self.node:
+                    continue
+                try:
+                    await self._take_over(shadow)
+                except EtcdUnavailable:
+                    break
+
+    async def _take_over(self, shadow: Shadow) -> None:
+        if not len(shadow):  # told of channels and outcomes only: another peer held the copies
+            del self.shadows[(shadow.origin, shadow.epoch)]
+            return
+        owner = await self.membership.claim(shadow.origin, shadow.epoch)
+        self.shadows.pop((shadow.origin, shadow.epoch), None)
+        if owner != self.node:
+            whose = "kept by its own node" if owner == shadow.origin else f"taken over by {owner}"
+            self.log.info("REPLICATION: %s epoch %d was %s: dropping its %d copies here",
+                          shadow.origin, shadow.epoch, whose, len(shadow))
+            return
+        began = time.monotonic()
+        count = adopt(self.nsqd, shadow, self._replicate_adopted)
+        self.takeovers += 1
+        self.adopted += count
+        self.log.warning("REPLICATION: took over %s epoch %d: %d messages delivered from here (%.1f ms)",
+                         shadow.origin, shadow.epoch, count, (time.monotonic() - began) * 1000)
+
+    # --- links to the peers --------------------------------------------------------------------
+
+    def _update_links(self, members: dict[str, dict]) -> None:
+        self.members = members
+        for node in list(self.links):
+            if node not in members:
+                self.links.pop(node).close()
+                self._ring = None
+        loop = asyncio.get_running_loop()
+        for node in members:
+            if node not in self.links:
+                host, _, port = node.rpartition(":")
+                link = self.links[node] = PeerLink(node, host, int(port), self._link_lost, self._link_ready,
+                                                   self.log)
+                loop.create_task(self._connect(link))
+
+    async def _connect(self, link: PeerLink) -> None:
+        try:
+            await asyncio.get_running_loop().create_connection(lambda: link, link.host, link.port)
+        except OSError as error:
+            self._peer_trouble.error(f"REPLICATION: cannot connect to peer {link.node}: {error}")
+            if self.links.get(link.node) is link:
+                del self.links[link.node]  # the next look at the members tries again
+
+    def _link_ready(self, link: PeerLink) -> None:
+        """A new link first learns every channel, so that the copies it
+        gets go to the right ones."""
+        for topic in self.nsqd.topics.values():
+            for name in topic.channels:
+                link.writer.add(event_record(CHANNEL, topic.name, name))
+        self._ring = None
+        self._schedule_flush()
+        self.log.info("REPLICATION: connected to peer %s", link.node)
+
+    def _link_lost(self, link: PeerLink, unacked: list[Acks]) -> None:
+        if self.links.get(link.node) is link:
+            del self.links[link.node]
+        self._ring = None
+        if not link.closing:
+            self._peer_trouble.error(f"REPLICATION: lost peer {link.node}")
+        for acks in unacked:
+            if acks.future.done():
+                continue
+            spare = next((other for other in self._ring_links(len(self.links))
+                          if other.node not in acks.holders), None)
+            if spare is None:
+                self.under_replicated += acks.messages
+                acks.short()
+            else:
+                acks.holders.add(spare.node)
+                spare.send(self.node, self.epoch, acks, acks.published)
+
+    def _ring_links(self, count: int) -> list[PeerLink]:
+        """Up to ``count`` connected peers that follow this node in the
+        order of node names: each node's copies go to its successors."""
+        ready = sorted((node for node, link in self.links.items() if link.ready))
+        after = [node for node in ready if node > self.node] + [node for node in ready if node < self.node]
+        return [self.links[node] for node in after[:count]]
+
+    # --- as an origin --------------------------------------------------------------------------
+
+    def published(self, topic: str, messages, defer_ms: int = 0, channels: tuple[str, ...] | None = None) -> None:
+        """``messages`` (each with id, timestamp, body) were queued on ``topic``."""
+        ring = self._ring
+        if ring is None:
+            ring = self._ring = self._ring_links(self.factor - 1)
+        acks = self._acks
+        if acks is None:
+            acks = self._acks = Acks(self.nsqd.loop, 0)
+            self._schedule_flush()
+        records = [published_record(topic, m.id, m.timestamp, defer_ms, m.body, channels) for m in messages]
+        payload = b"".join(records)
+        acks.published += payload
+        acks.messages += len(records)
+        for link in ring:
+            link.writer.add(payload, len(records))
+            acks.holders.add(link.node)
+
+    def _replicate_adopted(self, topic: str, messages, channels: tuple[str, ...]) -> None:
+        self.published(topic, messages, 0, channels)
+
+    def done(self, topic: str, channel: str, message_id: bytes) -> None:
+        """``channel`` is through with the message (finished, dead-lettered, expired)."""
+        record = done_record(topic, channel, [message_id])
+        for link in self.links.values():
+            link.writer.add(record)
+        self._schedule_flush()
+
+    def changed(self, topic: str, channel: str | None, deleted: bool = False, emptied: bool = False) -> None:
+        kind = EMPTIED if emptied else DELETED if deleted else CHANNEL
+        if kind == CHANNEL and channel is None:
+            return  # a topic on its own owes nothing to anyone
+        record = event_record(kind, topic, channel or "")
+        for link in self.links.values():
+            link.writer.add(record)
+        self._schedule_flush()
+
+    def acks(self) -> "asyncio.Future | None":
+        """What the publishes of this turn wait for; None when they wait for nothing."""
+        acks = self._acks
+        return None if acks is None else acks.future
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.nsqd.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        acks, self._acks = self._acks, None
+        if acks is not None:
+            acks.needed = len(acks.holders)
+            missing = self.factor - 1 - acks.needed
+            if missing > 0:
+                self.under_replicated += missing * acks.messages
+                self._short_trouble.error(f"REPLICATION: {acks.needed} of {self.factor - 1} peers connected: "
+                                          "messages are acknowledged with fewer copies than "
+                                          f"--replication-factor {self.factor}")
+            if not acks.needed:
+                acks.future.set_result(None)
+        for link in self.links.values():
+            if link.writer:
+                link.send(self.node, self.epoch, acks if acks is not None and link.node in acks.holders else None)
+
+    # --- as a peer -------------------------------------------------------------------------------
+
+    def receive(self, origin: str, epoch: int, payload: bytes) -> None:
+        """A ``REPL`` batch from ``origin``; raises ``ReplicationError``."""
+        key = (origin, epoch)
+        shadow = self.shadows.get(key)
+        if shadow is None:
+            if origin == self.node:
+                raise ReplicationError("a batch from this node itself")
+            shadow = self.shadows[key] = Shadow(origin, epoch)
+        shadow.apply(read_records(payload))
+
+    # --- what operators see -----------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        peers = []
+        ring = {link.node for link in self._ring_links(self.factor - 1)}
+        for node, link in sorted(self.links.items()):
+            lag_messages, lag_ms = link.lag()
+            peers.append({"node": node, "connected": link.ready, "replica": node in ring,
+                          "sent_messages": link.messages, "lag_messages": lag_messages,
+                          "lag_ms": round(lag_ms, 3)})
+        return {
+            "node": self.node,
+            "epoch": self.epoch,
+            "replication_factor": self.factor,
+            "etcd_ok": self.etcd_ok,
+            "peers": peers,
+            "shadows": [{"origin": origin, "epoch": epoch, "messages": len(shadow)}
+                        for (origin, epoch), shadow in sorted(self.shadows.items())],
+            "takeovers": self.takeovers,
+            "adopted_messages": self.adopted,
+            "under_replicated_messages": self.under_replicated,
+        }

@@ -1,0 +1,126 @@
+"""A replicated cluster on loopback: a real etcd, nsqlookupd, and nsqd with
+``--replication-factor``, each on ports of its own that a restart keeps
+(a node's name is its broadcast host:port)."""
+
+import collections
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nsqpy.localcluster import DaemonProcess, EtcdProcess, free_port, nsqlookupd_process
+from tests.support.processes import GroupProcess
+from tests.support.wire import http_json, wait_until
+
+PEERS = Path(__file__).parent / "peers"
+
+
+def pytest_collection_modifyitems(items):
+    """One test after another: each kills, freezes or restarts daemons
+    and waits on leases."""
+    for item in items:
+        if "/replication/" in str(item.fspath):
+            item.add_marker(pytest.mark.xdist_group("replication"))
+
+
+class Replicated:
+    def __init__(self, stack: contextlib.ExitStack, tmp_path: Path, count: int, factor: int):
+        self.stack = stack
+        self.tmp_path = tmp_path
+        self.factor = factor
+        self.etcd = stack.enter_context(EtcdProcess(str(tmp_path / "etcd")))
+        self.lookupd = stack.enter_context(nsqlookupd_process())
+        self.ports = [(free_port(), free_port()) for _ in range(count)]
+        self.nsqds: list[DaemonProcess] = []
+        for index in range(count):
+            self.nsqds.append(self.start(index))
+
+    def start(self, index: int, *, empty: bool = False) -> DaemonProcess:
+        path = self.tmp_path / f"nsqd{index}"
+        if empty:
+            shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(exist_ok=True)
+        tcp, http = self.ports[index]
+        daemon = DaemonProcess("nsqd", [
+            f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}", "--https-address=127.0.0.1:0",
+            f"--data-path={path}", "--broadcast-address=127.0.0.1", f"--node-id={index + 1}",
+            f"--lookupd-tcp-address={self.lookupd.tcp_address}", f"--replication-factor={self.factor}",
+            f"--etcd-endpoint={self.etcd.client_url}", "--replication-lease=3s", "--msg-timeout=10s",
+        ])
+        self.stack.enter_context(daemon)
+        if index < len(self.nsqds):  # a restart
+            self.nsqds[index] = daemon
+        return daemon
+
+    def stats(self, index: int) -> dict:
+        status, data = http_json("GET", f"{self.nsqds[index].http_url}/stats?format=json")
+        assert status == 200
+        return data
+
+    def wait_connected(self, timeout: float = 30) -> None:
+        """Every nsqd has a link to every other one."""
+        count = len(self.nsqds)
+
+        def connected():
+            return all(sum(p["connected"] for p in self.stats(i)["replication"]["peers"]) == count - 1
+                       for i in range(count) if self.nsqds[i].process.poll() is None)
+        wait_until(connected, timeout=timeout)
+
+    def publisher(self, topic: str, count: int, batch: int = 50) -> GroupProcess:
+        return GroupProcess([sys.executable, str(PEERS / "gnsq_spread_publisher.py"), topic, str(count), str(batch),
+                             *(d.tcp_address for d in self.nsqds)])
+
+    def reader(self, topic: str, channel: str) -> "Reader":
+        process = GroupProcess([sys.executable, str(PEERS / "gnsq_lookupd_reader.py"), topic, channel,
+                                f"http://{self.lookupd.http_address}"])
+        self.stack.callback(process.kill)
+        process.wait_for("reading", timeout=30)
+        return Reader(process)
+
+    def create_channel(self, topic: str, channel: str) -> None:
+        for daemon in self.nsqds:
+            assert http_json("POST", f"{daemon.http_url}/topic/create?topic={topic}")[0] == 200
+            assert http_json("POST", f"{daemon.http_url}/channel/create?topic={topic}&channel={channel}")[0] == 200
+
+
+class Reader:
+    """A third-party consumer's handled bodies, as it printed them."""
+
+    def __init__(self, process: GroupProcess):
+        self.process = process
+
+    def handled(self) -> collections.Counter:
+        return collections.Counter(line.strip() for line in list(self.process.lines)
+                                   if line.startswith("m"))
+
+    def wait_for(self, bodies: set[str], timeout: float) -> None:
+        def all_there():
+            return bodies <= set(self.handled())
+        try:
+            wait_until(all_there, timeout=timeout)
+        except TimeoutError:
+            missing = bodies - set(self.handled())
+            raise AssertionError(f"{len(missing)} of {len(bodies)} acknowledged messages never handled, "
+                                 f"e.g. {sorted(missing)[:5]}") from None
+
+
+def acknowledged(publisher: GroupProcess) -> set[str]:
+    assert publisher.wait(120) == 0, publisher.output[-3000:]
+    line = next(line for line in publisher.lines if line.startswith("acknowledged "))
+    return {f"m{n}" for n in json.loads(line.removeprefix("acknowledged "))}
+
+
+@pytest.fixture
+def replicated(tmp_path):
+    if shutil.which("etcd") is None:
+        pytest.fail("etcd not found: `make test` installs Debian's etcd-server")
+    with contextlib.ExitStack() as stack:
+        yield lambda count=3, factor=2: Replicated(stack, tmp_path, count, factor)
+
+
+def run(*command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=30)

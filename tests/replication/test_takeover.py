@@ -1,0 +1,90 @@
+"""Replicated nsqd (R=2) with a real etcd, driven by third-party clients
+that know nothing of it: gnsq publishes spread over three nsqd, a gnsq
+consumer finds them through nsqlookupd. When one nsqd dies, a survivor
+delivers what it had acknowledged and not seen finished; when it comes
+back, nothing taken over is delivered again."""
+
+import signal
+import time
+
+import pytest
+
+from tests.replication.conftest import acknowledged
+from tests.support.wire import http, wait_until
+
+pytestmark = pytest.mark.replication
+
+# a takeover waits for the dead node's lease (3s) and the next look at the
+# members; consumers find a topic new to a survivor at their next lookupd poll
+TAKEOVER_WINDOW = 60
+
+
+def report(name: str, acked: set[str], handled) -> str:
+    duplicated = sum(count - 1 for body, count in handled.items() if body in acked and count > 1)
+    return (f"{name}: acknowledged {len(acked)}, handled {len(acked & set(handled))}, "
+            f"lost {len(acked - set(handled))}, duplicated {duplicated}")
+
+
+@pytest.mark.parametrize("machine_gone", [False, True], ids=["kill-9", "kill-9-and-data-dir-deleted"])
+def test_a_killed_nsqd_is_taken_over_and_comes_back_without_redelivering(replicated, topic, machine_gone):
+    cluster = replicated()
+    cluster.wait_connected()
+    cluster.create_channel(topic, "ch")
+    reader = cluster.reader(topic, "ch")
+    publisher = cluster.publisher(topic, 50_000)
+    publisher.wait_for(r"acked 15000", timeout=120)
+    cluster.nsqds[1].kill()
+    acked = acknowledged(publisher)
+    reader.wait_for(acked, timeout=TAKEOVER_WINDOW)
+    took_over = [cluster.stats(i)["replication"]["takeovers"] for i in (0, 2)]
+    assert sum(took_over) == 1, took_over
+    print(report("kill -9" + (" and data dir deleted" if machine_gone else ""), acked, reader.handled()))
+
+    handled_before = sum(reader.handled().values())
+    cluster.start(1, empty=machine_gone)
+    cluster.wait_connected()
+    restarted = cluster.stats(1)
+    assert sum(c["depth"] + c["in_flight_count"] for t in restarted["topics"] for c in t["channels"]) == 0
+    time.sleep(3)  # the consumer has found the restarted node again by now (1s lookupd polls)
+    assert sum(reader.handled().values()) == handled_before, "something taken over was delivered again"
+    # and it rejoins as a replica: its own publishes are copied again
+    assert http("POST", f"{cluster.nsqds[1].http_url}/pub?topic={topic}", b"m-after")[0] == 200
+    assert cluster.stats(1)["replication"]["under_replicated_messages"] == 0
+
+
+def test_a_frozen_nsqd_past_its_lease_loses_nothing(replicated, topic):
+    cluster = replicated()
+    cluster.wait_connected()
+    cluster.create_channel(topic, "ch")
+    reader = cluster.reader(topic, "ch")
+    publisher = cluster.publisher(topic, 20_000)
+    publisher.wait_for(r"acked 5000", timeout=120)
+    frozen = cluster.nsqds[2].process
+    frozen.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(6)  # twice the lease
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+    acked = acknowledged(publisher)
+    reader.wait_for(acked, timeout=TAKEOVER_WINDOW)
+    cluster.nsqds[2].wait_for_log("took it over: dropped|nobody took it over", timeout=30)
+    print(report("SIGSTOP for twice the lease", acked, reader.handled()))
+
+
+def test_publishes_go_on_while_etcd_is_down_and_nothing_is_lost(replicated, topic):
+    cluster = replicated()
+    cluster.wait_connected()
+    cluster.create_channel(topic, "ch")
+    reader = cluster.reader(topic, "ch")
+    publisher = cluster.publisher(topic, 20_000)
+    publisher.wait_for(r"acked 5000", timeout=120)
+    cluster.etcd.stop()
+    wait_until(lambda: not cluster.stats(0)["replication"]["etcd_ok"], timeout=30)
+    publisher.wait_for(r"acked 10000", timeout=120)  # still acknowledged, with the peers already connected
+    cluster.etcd.start()
+    wait_until(lambda: all(cluster.stats(i)["replication"]["etcd_ok"] for i in range(3)), timeout=30)
+    acked = acknowledged(publisher)
+    reader.wait_for(acked, timeout=TAKEOVER_WINDOW)
+    assert all(cluster.stats(i)["replication"]["takeovers"] == 0 for i in range(3))
+    assert all(cluster.stats(i)["replication"]["under_replicated_messages"] == 0 for i in range(3))
+    print(report("etcd stopped and restarted", acked, reader.handled()))
