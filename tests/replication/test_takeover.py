@@ -8,6 +8,7 @@ import signal
 import time
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.replication.conftest import acknowledged
 from tests.support.wire import http, wait_until
@@ -17,6 +18,12 @@ pytestmark = pytest.mark.replication
 # a takeover waits for the dead node's lease (3s) and the next look at the
 # members; consumers find a topic new to a survivor at their next lookupd poll
 TAKEOVER_WINDOW = 60
+
+
+def metric(daemon, name: str) -> float:
+    _, _, body = http("GET", f"{daemon.http_url}/metrics")
+    return next(sample.value for family in text_string_to_metric_families(body.decode())
+                for sample in family.samples if sample.name == name)
 
 
 def report(name: str, acked: set[str], handled) -> str:
@@ -38,6 +45,9 @@ def test_a_killed_nsqd_is_taken_over_and_comes_back_without_redelivering(replica
     reader.wait_for(acked, timeout=TAKEOVER_WINDOW)
     took_over = [cluster.stats(i)["replication"]["takeovers"] for i in (0, 2)]
     assert sum(took_over) == 1, took_over
+    survivor = cluster.nsqds[0 if took_over[0] else 2]
+    assert metric(survivor, "nsqd_replication_takeovers_total") == 1
+    assert metric(survivor, "nsqd_replication_adopted_messages_total") > 0
     print(report("kill -9" + (" and data dir deleted" if machine_gone else ""), acked, reader.handled()))
 
     handled_before = sum(reader.handled().values())

@@ -8,7 +8,7 @@ sums a topic across every nsqd.
 
 import time
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..metrics import TextFamily, label_text
 from .latency import summarize
@@ -78,6 +78,34 @@ class NsqdCollector:
         yield GaugeMetricFamily("nsqd_topics", "Topics on this nsqd.", value=len(nsqd.topics))
         yield GaugeMetricFamily("nsqd_client_connections", "Open TCP client connections (producers and consumers).",
                                 value=len(nsqd.clients))
+        if nsqd.replication is not None:
+            yield from self._replication(nsqd.replication.stats())
+
+    @staticmethod
+    def _replication(stats: dict):
+        """A replicated nsqd's peers, lag and takeovers (nsqd/replication)."""
+        yield GaugeMetricFamily("nsqd_replication_etcd_ok", "1 while etcd answers this nsqd.",
+                                value=int(stats["etcd_ok"]))
+        yield GaugeMetricFamily("nsqd_replication_shadow_messages", "Copies held for other nsqd, not delivered.",
+                                value=sum(shadow["messages"] for shadow in stats["shadows"]))
+        yield CounterMetricFamily("nsqd_replication_takeovers", "Dead nsqd whose messages this one took over.",
+                                  value=stats["takeovers"])
+        yield CounterMetricFamily("nsqd_replication_adopted_messages", "Messages taken over from dead nsqd.",
+                                  value=stats["adopted_messages"])
+        yield CounterMetricFamily("nsqd_replication_under_replicated_messages",
+                                  "Message copies acknowledged without a peer to hold them.",
+                                  value=stats["under_replicated_messages"])
+        connected = GaugeMetricFamily("nsqd_replication_peer_connected", "1 while the link to the peer is up.",
+                                      labels=["peer"])
+        lag_messages = GaugeMetricFamily("nsqd_replication_peer_lag_messages",
+                                         "Messages sent to the peer and not yet acknowledged.", labels=["peer"])
+        lag_seconds = GaugeMetricFamily("nsqd_replication_peer_lag_seconds",
+                                        "Age of the oldest batch the peer has not acknowledged.", labels=["peer"])
+        for peer in stats["peers"]:
+            connected.add_metric([peer["node"]], int(peer["connected"]))
+            lag_messages.add_metric([peer["node"]], peer["lag_messages"])
+            lag_seconds.add_metric([peer["node"]], peer["lag_ms"] / 1000)
+        yield from (connected, lag_messages, lag_seconds)
 
     def topic_families(self) -> list[TextFamily]:
         nsqd = self.nsqd

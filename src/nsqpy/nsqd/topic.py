@@ -81,7 +81,7 @@ class Topic:
         batch = Batch(body, count, timestamp, self.guid.reserve(count))
         replication = self.nsqd.replication
         if replication is not None:
-            replication.published(self.name, batch.copy().take_all())
+            replication.published_mpub(self.name, timestamp, batch.ids.copy().take(count), body)
         if not self._to_channels_now():
             self.queue.put_batch(batch)
             self.limit.trim(self.queue)

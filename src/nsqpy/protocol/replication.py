@@ -9,10 +9,13 @@ delivered (``nsqd/replication``).
 
 A record is a kind byte, then its fields; names are ``[uint16 size][ascii]``:
 
-- ``P`` a message the origin accepted: topic, ``[16] id``,
+- ``P`` messages the origin accepted together (a PUB, an MPUB): topic,
   ``[int64] timestamp``, ``[uint32] defer ms``, ``[uint16] channel count``
   (``0xFFFF``: the channels the topic has when the record arrives) and
-  that many channel names, ``[uint32 size][body]``.
+  that many channel names, ``[uint32 count]`` and ``count`` 16-byte ids,
+  ``[uint32 size]`` and the bodies as an MPUB carries them
+  (``[int32 count]([int32 size][body])*``), so an MPUB's body is copied
+  on as it came.
 - ``F`` messages done on a channel (finished, dead-lettered, expired):
   topic, channel, ``[uint32] count``, ``count`` ids.
 - ``C`` a channel exists; ``D`` a channel (or with an empty channel name,
@@ -21,8 +24,11 @@ A record is a kind byte, then its fields; names are ``[uint16 size][ascii]``:
 Bytes in, values out, as every codec here.
 """
 
+import functools
 import struct
 from typing import Final, Iterator, NamedTuple
+
+from .commands import int32_at
 
 PUBLISHED: Final = ord("P")
 DONE: Final = ord("F")
@@ -34,24 +40,24 @@ EMPTIED: Final = ord("E")
 TOPIC_CHANNELS: Final = 0xFFFF
 
 _NAME: Final = struct.Struct(">H")
-_PUB_HEAD: Final = struct.Struct(">16sqIH")
+_PUB_HEAD: Final = struct.Struct(">qIH")
 _SIZE: Final = struct.Struct(">I")
 ID_SIZE: Final = 16
 
 
 class Published(NamedTuple):
     topic: str
-    id: bytes
     timestamp: int
     defer_ms: int
     channels: tuple[str, ...] | None  # None: the topic's channels when it arrives
-    body: bytes
+    ids: tuple[bytes, ...]
+    bodies: bytes  # [int32 count]([int32 size][body])*, as in an MPUB
 
 
 class Done(NamedTuple):
     topic: str
     channel: str
-    ids: list[bytes]
+    ids: tuple[bytes, ...]
 
 
 class ChannelEvent(NamedTuple):
@@ -69,13 +75,14 @@ def _name(value: str) -> bytes:
     return _NAME.pack(len(raw)) + raw
 
 
-def published_record(topic: str, message_id: bytes, timestamp: int, defer_ms: int, body: bytes,
+def published_record(topic: str, timestamp: int, defer_ms: int, ids: list[bytes], bodies: bytes,
                      channels: tuple[str, ...] | None = None) -> bytes:
+    """``bodies``: as an MPUB carries them (``commands.encode_mpub_body``)."""
     if channels is None:
-        head = _PUB_HEAD.pack(message_id, timestamp, defer_ms, TOPIC_CHANNELS)
+        head = _PUB_HEAD.pack(timestamp, defer_ms, TOPIC_CHANNELS)
     else:
-        head = _PUB_HEAD.pack(message_id, timestamp, defer_ms, len(channels)) + b"".join(map(_name, channels))
-    return b"P" + _name(topic) + head + _SIZE.pack(len(body)) + body
+        head = _PUB_HEAD.pack(timestamp, defer_ms, len(channels)) + b"".join(map(_name, channels))
+    return b"".join((b"P", _name(topic), head, _SIZE.pack(len(ids)), *ids, _SIZE.pack(len(bodies)), bodies))
 
 
 def done_record(topic: str, channel: str, ids: list[bytes]) -> bytes:
@@ -110,6 +117,13 @@ class BatchWriter:
         return payload
 
 
+@functools.lru_cache(maxsize=1024)
+def _ids_shape(count: int) -> struct.Struct:
+    """``count`` ids one after another: split by one C call (an MPUB's
+    hundreds of ids would otherwise cost a slice each)."""
+    return struct.Struct("16s" * count)
+
+
 class _Cursor:
     __slots__ = ("data", "pos")
 
@@ -128,6 +142,10 @@ class _Cursor:
     def unpack(self, shape: struct.Struct) -> tuple:
         return shape.unpack(self.take(shape.size))
 
+    def ids(self) -> tuple[bytes, ...]:
+        (count,) = self.unpack(_SIZE)
+        return _ids_shape(count).unpack(self.take(count * ID_SIZE))
+
     def name(self) -> str:
         (size,) = self.unpack(_NAME)
         try:
@@ -145,19 +163,32 @@ def read_records(payload: bytes) -> Iterator[Published | Done | ChannelEvent]:
         cursor.pos += 1
         topic = cursor.name()
         if kind == PUBLISHED:
-            message_id, timestamp, defer_ms, count = cursor.unpack(_PUB_HEAD)
+            timestamp, defer_ms, count = cursor.unpack(_PUB_HEAD)
             channels = None if count == TOPIC_CHANNELS else tuple(cursor.name() for _ in range(count))
+            ids = cursor.ids()
             (size,) = cursor.unpack(_SIZE)
-            yield Published(topic, message_id, timestamp, defer_ms, channels, cursor.take(size))
+            bodies = cursor.take(size)
+            if size < 4 or int32_at(bodies, 0) != len(ids):
+                raise ReplicationError(f"{len(ids)} ids for bodies that do not say as many")
+            yield Published(topic, timestamp, defer_ms, channels, ids, bodies)
         elif kind == DONE:
             channel = cursor.name()
-            (count,) = cursor.unpack(_SIZE)
-            ids = cursor.take(count * ID_SIZE)
-            yield Done(topic, channel, [ids[i:i + ID_SIZE] for i in range(0, len(ids), ID_SIZE)])
+            yield Done(topic, channel, cursor.ids())
         elif kind in (CHANNEL, DELETED, EMPTIED):
             yield ChannelEvent(kind, topic, cursor.name())
         else:
             raise ReplicationError(f"unknown record kind {kind!r}")
+
+
+def split_bodies(bodies: bytes) -> list[bytes]:
+    """The bodies of a ``Published`` record, one by one."""
+    found = []
+    pos = 4
+    for _ in range(int32_at(bodies, 0)):
+        size = int32_at(bodies, pos)
+        found.append(bodies[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return found
 
 
 def repl_command(origin: str, epoch: int, payload: bytes) -> bytes:

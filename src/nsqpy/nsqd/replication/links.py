@@ -27,7 +27,7 @@ class Acks:
         self.future: asyncio.Future = loop.create_future()
         self.needed = needed
         self.holders: set[str] = set()  # peers that were sent the messages
-        self.published = b""
+        self.published: list[bytes] = []
         self.messages = 0
         self.under_replicated = 0  # copies that no peer could take
 

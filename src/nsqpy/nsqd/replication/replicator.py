@@ -17,6 +17,7 @@ import time
 from ...atomicfile import write_atomically
 from ...errors import StartupError
 from ...ratelog import RateLimitedLog
+from ...protocol.commands import encode_mpub_body
 from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, ReplicationError, done_record, event_record,
                                      published_record, read_records)
 from .etcd import Etcd, EtcdUnavailable
@@ -260,7 +261,7 @@ class Replicator:
                 acks.short()
             else:
                 acks.holders.add(spare.node)
-                spare.send(self.node, self.epoch, acks, acks.published)
+                spare.send(self.node, self.epoch, acks, b"".join(acks.published))
 
     def _ring_links(self, count: int) -> list[PeerLink]:
         """Up to ``count`` connected peers that follow this node in the
@@ -271,8 +272,20 @@ class Replicator:
 
     # --- as an origin --------------------------------------------------------------------------
 
-    def published(self, topic: str, messages, defer_ms: int = 0, channels: tuple[str, ...] | None = None) -> None:
-        """``messages`` (each with id, timestamp, body) were queued on ``topic``."""
+    def published(self, topic: str, messages, defer_ms: int = 0) -> None:
+        """``messages`` (one PUB's or DPUB's, with one timestamp) were queued on ``topic``."""
+        self._published(published_record(topic, messages[0].timestamp, defer_ms, [m.id for m in messages],
+                                          encode_mpub_body([m.body for m in messages])), len(messages))
+
+    def published_mpub(self, topic: str, timestamp: int, ids: list[bytes], body: bytes) -> None:
+        """An MPUB's messages were queued on ``topic``: its body goes on as it came."""
+        self._published(published_record(topic, timestamp, 0, ids, body), len(ids))
+
+    def _replicate_adopted(self, topic: str, message, channels: tuple[str, ...]) -> None:
+        self._published(published_record(topic, message.timestamp, 0, [message.id],
+                                         encode_mpub_body([message.body]), channels), 1)
+
+    def _published(self, record: bytes, count: int) -> None:
         ring = self._ring
         if ring is None:
             ring = self._ring = self._ring_links(self.factor - 1)
@@ -280,16 +293,11 @@ class Replicator:
         if acks is None:
             acks = self._acks = Acks(self.nsqd.loop, 0)
             self._schedule_flush()
-        records = [published_record(topic, m.id, m.timestamp, defer_ms, m.body, channels) for m in messages]
-        payload = b"".join(records)
-        acks.published += payload
-        acks.messages += len(records)
+        acks.published.append(record)
+        acks.messages += count
         for link in ring:
-            link.writer.add(payload, len(records))
+            link.writer.add(record, count)
             acks.holders.add(link.node)
-
-    def _replicate_adopted(self, topic: str, messages, channels: tuple[str, ...]) -> None:
-        self.published(topic, messages, 0, channels)
 
     def done(self, topic: str, channel: str, message_id: bytes) -> None:
         """``channel`` is through with the message (finished, dead-lettered, expired)."""

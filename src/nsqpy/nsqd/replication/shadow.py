@@ -7,23 +7,35 @@ goes to the channels its topic has when it is published there; one
 published while the topic has none waits in the topic, and goes to the
 channel(s) that appear first (the origin hands its backlog to them in the
 same event-loop turn, so their records come in one batch).
+
+A copy costs a peer what it costs the origin, or less: the messages of
+one PUB or MPUB stay as the one record they came in (``Copies``), and
+each id points at its place there. Only a message that some channels
+are done with, and others not yet, gets a set of its own.
 """
 
 import time
 
-from ...protocol.replication import CHANNEL, DELETED, EMPTIED, ChannelEvent, Done, Published
+from ...protocol.replication import CHANNEL, DELETED, EMPTIED, ChannelEvent, Done, Published, split_bodies
 
 
-class ShadowMessage:
-    __slots__ = ("id", "body", "timestamp", "deliver_at", "owed")
+class Copies:
+    """The messages of one ``Published`` record."""
 
-    def __init__(self, message_id: bytes, body: bytes, timestamp: int, deliver_at: float,
-                 owed: set[str] | None):
-        self.id = message_id
-        self.body = body
-        self.timestamp = timestamp
-        self.deliver_at = deliver_at  # wall-clock seconds for a deferred one, else 0
-        self.owed = owed  # channels still to finish it; None: waiting in the topic
+    __slots__ = ("record", "deliver_at", "owed", "partly_done")
+
+    def __init__(self, record: Published, owed: set[str] | None):
+        self.record = record
+        self.deliver_at = time.time() + record.defer_ms / 1000 if record.defer_ms else 0.0
+        self.owed = owed  # the channels each message is owed to; None: waiting in the topic
+        self.partly_done: dict[bytes, set[str]] = {}  # id -> its own channels still owed
+
+    def owed_by(self, message_id: bytes) -> set[str] | None:
+        """``message_id``'s channels still owed; None while it waits in the topic."""
+        own = self.partly_done.get(message_id)
+        if own is not None:
+            return own
+        return self.owed
 
 
 class ShadowTopic:
@@ -31,33 +43,39 @@ class ShadowTopic:
 
     def __init__(self) -> None:
         self.channels: set[str] = set()
-        self.messages: dict[bytes, ShadowMessage] = {}  # in publish order
-        self._resolved: list[ShadowMessage] = []  # waited in the topic until this batch's first channel
+        self.messages: dict[bytes, Copies] = {}  # id -> the record that holds it, in publish order
+        self._resolved: list[Copies] = []  # waited in the topic until this batch's first channel
 
     def add(self, record: Published) -> None:
         owed = set(record.channels) if record.channels is not None else (set(self.channels) or None)
-        deliver_at = time.time() + record.defer_ms / 1000 if record.defer_ms else 0.0
-        self.messages[record.id] = ShadowMessage(record.id, record.body, record.timestamp, deliver_at, owed)
+        self.messages.update(dict.fromkeys(record.ids, Copies(record, owed)))
 
-    def done(self, channel: str, ids: list[bytes]) -> None:
+    def done(self, channel: str, ids) -> None:
         messages = self.messages
         for message_id in ids:
-            message = messages.get(message_id)
-            if message is None:
+            copies = messages.get(message_id)
+            if copies is None:
                 continue
-            if message.owed is None:
-                message.owed = set(self.channels)
-            message.owed.discard(channel)
-            if not message.owed:
+            owed = copies.partly_done.get(message_id)
+            if owed is None:
+                owed = set(copies.owed if copies.owed is not None else self.channels)
+            owed.discard(channel)
+            if owed:
+                copies.partly_done[message_id] = owed
+            else:
                 del messages[message_id]
+                copies.partly_done.pop(message_id, None)
+
+    def _records(self) -> list[Copies]:
+        return list({id(copies): copies for copies in self.messages.values()}.values())
 
     def channel_created(self, channel: str) -> None:
         if not self.channels:
-            self._resolved = [m for m in self.messages.values() if m.owed is None]
-            for message in self._resolved:
-                message.owed = set()
-        for message in self._resolved:
-            message.owed.add(channel)  # type: ignore[union-attr]
+            self._resolved = [copies for copies in self._records() if copies.owed is None]
+            for copies in self._resolved:
+                copies.owed = set()
+        for copies in self._resolved:
+            copies.owed.add(channel)  # type: ignore[union-attr]
         self.channels.add(channel)
 
     def batch_ended(self) -> None:
@@ -65,15 +83,30 @@ class ShadowTopic:
 
     def forget_channel(self, channel: str) -> None:
         """Deleted or emptied at the origin: nothing is owed to it."""
-        for message_id, message in list(self.messages.items()):
-            if message.owed is not None and channel in message.owed:
-                message.owed.discard(channel)
-                if not message.owed:
-                    del self.messages[message_id]
+        for copies in self._records():
+            if copies.owed is not None:
+                copies.owed.discard(channel)
+            for owed in copies.partly_done.values():
+                owed.discard(channel)
+        self.messages = {message_id: copies for message_id, copies in self.messages.items()
+                         if copies.owed_by(message_id) != set()}
 
     def forget_waiting(self) -> None:
         """The topic's own queue was emptied at the origin."""
-        self.messages = {key: m for key, m in self.messages.items() if m.owed is not None}
+        self.messages = {key: copies for key, copies in self.messages.items() if copies.owed is not None}
+
+    def owed(self) -> list[tuple[bytes, bytes, int, float, set[str] | None]]:
+        """Every message still owed: (id, body, timestamp, deliver_at, channels or None), in publish order."""
+        bodies: dict[int, dict[bytes, bytes]] = {}  # per record: id -> body
+        found = []
+        for message_id, copies in self.messages.items():
+            record = copies.record
+            by_id = bodies.get(id(copies))
+            if by_id is None:
+                by_id = bodies[id(copies)] = dict(zip(record.ids, split_bodies(record.bodies)))
+            found.append((message_id, by_id[message_id], record.timestamp, copies.deliver_at,
+                          copies.owed_by(message_id)))
+        return found
 
 
 class Shadow:

@@ -12,39 +12,35 @@ def adopt(nsqd, shadow: Shadow, replicate) -> int:
     """Every message of ``shadow`` into this nsqd's topics and channels,
     owed to the channels the origin still owed it to (or waiting in the
     topic, as it was there), deferred ones still deferred. ``replicate``
-    (topic, messages, channels) gives the adopted copies to this node's
-    own peers. -> how many messages were adopted."""
+    (topic, message, channels) gives each adopted copy to this node's own
+    peers. -> how many messages were adopted."""
     adopted = 0
     now = time.time()
     for name, shadow_topic in shadow.topics.items():
-        if not shadow_topic.messages:
+        owed = shadow_topic.owed()
+        if not owed:
             continue
         topic = nsqd.get_topic(name)
         for channel_name in sorted(shadow_topic.channels):
             topic.get_channel(channel_name)
-        waiting = []
-        owed: dict[str, list] = {}
-        for message in shadow_topic.messages.values():
-            if message.owed is None:
-                waiting.append(message)
-            else:
-                for channel_name in message.owed:
-                    owed.setdefault(channel_name, []).append(message)
-                replicate(name, [message], tuple(sorted(message.owed)))
-            adopted += 1
-        for channel_name, messages in owed.items():
-            channel = topic.get_channel(channel_name)
-            now_due = []
-            for message in messages:
-                copy = Message(message.id, message.body, message.timestamp)
-                if message.deliver_at > now:
-                    channel.put_deferred(copy, message.deliver_at - now)
+        waiting: list[Message] = []
+        due: dict[str, list[Message]] = {}
+        for message_id, body, timestamp, deliver_at, channels in owed:
+            if channels is None:
+                waiting.append(Message(message_id, body, timestamp))
+                continue
+            for channel_name in channels:
+                copy = Message(message_id, body, timestamp)
+                if deliver_at > now:
+                    topic.get_channel(channel_name).put_deferred(copy, deliver_at - now)
                 else:
-                    now_due.append(copy)
-            if now_due:
-                channel.put_many(now_due)
+                    due.setdefault(channel_name, []).append(copy)
+            replicate(name, Message(message_id, body, timestamp), tuple(sorted(channels)))
+        for channel_name, messages in due.items():
+            topic.get_channel(channel_name).put_many(messages)
         if waiting:  # published again into the topic, ids kept (replicated by the topic)
             topic.publish([m.body for m in waiting], waiting[0].timestamp, 0.0, [m.id for m in waiting])
+        adopted += len(owed)
     return adopted
 
 

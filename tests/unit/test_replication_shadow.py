@@ -1,0 +1,99 @@
+"""The REPL codec and what a peer's shadow makes of an origin's records:
+which channels each message is still owed to."""
+
+import pytest
+
+from nsqpy.nsqd.replication.shadow import Shadow
+from nsqpy.protocol.commands import encode_mpub_body
+from nsqpy.protocol.replication import (CHANNEL, DELETED, EMPTIED, ChannelEvent, Done, Published, ReplicationError,
+                                        BatchWriter, done_record, event_record, published_record, read_records)
+
+ID_A, ID_B, ID_C = b"0" * 15 + b"a", b"0" * 15 + b"b", b"0" * 15 + b"c"
+
+
+def pub(topic: str, message_id: bytes, body: bytes, channels=None) -> bytes:
+    return published_record(topic, 1, 0, [message_id], encode_mpub_body([body]), channels)
+
+
+def batch(*records: bytes) -> bytes:
+    writer = BatchWriter()
+    for record in records:
+        writer.add(record)
+    return writer.take()
+
+
+def test_records_read_back_as_written():
+    payload = batch(published_record("t", 123, 0, [ID_A], encode_mpub_body([b"body"])),
+                    published_record("t", 456, 2500, [ID_B, ID_C], encode_mpub_body([b"b", b"c"]), ("ch1", "ch2")),
+                    done_record("t", "ch1", [ID_A, ID_B]),
+                    event_record(CHANNEL, "t", "ch3"), event_record(DELETED, "t", ""))
+    assert list(read_records(payload)) == [
+        Published("t", 123, 0, None, (ID_A,), encode_mpub_body([b"body"])),
+        Published("t", 456, 2500, ("ch1", "ch2"), (ID_B, ID_C), encode_mpub_body([b"b", b"c"])),
+        Done("t", "ch1", (ID_A, ID_B)),
+        ChannelEvent(CHANNEL, "t", "ch3"),
+        ChannelEvent(DELETED, "t", ""),
+    ]
+
+
+@pytest.mark.parametrize("payload", [
+    b"P", b"P\x00\x01t" + b"x" * 10, b"Z\x00\x01t", b"F\x00\x01t\x00\x02ch\x00\x00\x00\x05",
+    published_record("t", 1, 0, [ID_A, ID_B], encode_mpub_body([b"only one"])),
+])
+def test_a_payload_that_does_not_parse_is_refused(payload):
+    with pytest.raises(ReplicationError):
+        list(read_records(payload))
+
+
+def owed(shadow: Shadow, topic: str = "t") -> dict:
+    return {message_id: channels for message_id, _, _, _, channels in shadow.topics[topic].owed()}
+
+
+def test_a_message_is_owed_to_the_channels_its_topic_had_and_leaves_once_all_are_done():
+    shadow = Shadow("n1:4150", 7)
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"),
+                                    pub("t", ID_A, b"x"))))
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "c"), pub("t", ID_B, b"y"))))
+    assert owed(shadow) == {ID_A: {"a", "b"}, ID_B: {"a", "b", "c"}}
+    shadow.apply(read_records(batch(done_record("t", "a", [ID_A, ID_B]), done_record("t", "b", [ID_A]))))
+    assert owed(shadow) == {ID_B: {"b", "c"}}
+    assert len(shadow) == 1
+
+
+def test_messages_waiting_in_a_topic_go_to_the_channels_that_appear_first():
+    shadow = Shadow("n1:4150", 7)
+    shadow.apply(read_records(batch(pub("t", ID_A, b"x"))))
+    assert owed(shadow) == {ID_A: None}
+    # the origin hands its backlog to the channels made in one turn: one batch
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"))))
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "late"))))
+    assert owed(shadow) == {ID_A: {"a", "b"}}
+
+
+def test_deleted_and_emptied_channels_are_owed_nothing():
+    shadow = Shadow("n1:4150", 7)
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"),
+                                    pub("t", ID_A, b"x"),
+                                    pub("t", ID_B, b"y", ("b",)))))
+    shadow.apply(read_records(batch(event_record(EMPTIED, "t", "a"))))
+    assert owed(shadow) == {ID_A: {"b"}, ID_B: {"b"}}
+    shadow.apply(read_records(batch(event_record(DELETED, "t", "b"))))
+    assert owed(shadow) == {}
+    shadow.apply(read_records(batch(pub("t", ID_C, b"z"), event_record(DELETED, "t", ""))))
+    assert shadow.topics == {}
+
+
+def test_a_done_for_a_message_this_peer_never_held_changes_nothing():
+    shadow = Shadow("n1:4150", 7)
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), done_record("t", "a", [ID_A]))))
+    assert len(shadow) == 0
+
+
+def test_the_messages_of_one_mpub_are_owed_one_by_one_with_their_bodies():
+    shadow = Shadow("n1:4150", 7)
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"),
+                                    published_record("t", 5, 0, [ID_A, ID_B, ID_C],
+                                                     encode_mpub_body([b"x", b"yy", b"zzz"])))))
+    shadow.apply(read_records(batch(done_record("t", "a", [ID_B]), done_record("t", "b", [ID_B, ID_C]))))
+    assert [(i, body, channels) for i, body, _, _, channels in shadow.topics["t"].owed()] == [
+        (ID_A, b"x", {"a", "b"}), (ID_C, b"zzz", {"a"})]
