@@ -20,7 +20,7 @@ DATA ?= .data
 # setup.py) take their types from the modules they import as well
 SOURCES := $(shell find src/nsqpy -name '*.py')
 
-.PHONY: run test bench compiler java browser prometheus etcd clean
+.PHONY: run run-replicated test bench compiler java browser prometheus etcd clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ $(VENV)/.installed: pyproject.toml setup.py $(SOURCES) | $(BIN)/python compiler
 
 run: $(VENV)/.installed
 	exec $(BIN)/nsqpy cluster --nsqd 1 --data-path $(DATA)
+
+# etcd, nsqlookupd, three nsqd replicating each message to two of them, nsqadmin
+run-replicated: $(VENV)/.installed etcd
+	exec $(BIN)/nsqpy cluster --nsqd 3 --replication-factor 2 --data-path $(DATA)
 
 compiler:
 	@if [ -z "$$NSQPY_PURE" ] && { ! command -v gcc >/dev/null || \

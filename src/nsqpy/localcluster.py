@@ -217,16 +217,23 @@ class LocalCluster:
     Fixed ports follow NSQ's defaults: nsqlookupd 4160/4161, nsqd number i on
     4150+1000*i (TCP) and 4151+1000*i (HTTP), nsqadmin 4171. With
     ``ephemeral_ports`` every listener takes a free port instead.
+
+    With ``replication_factor`` above 1, an etcd (2379/2380, etcd's own
+    defaults) starts first and every nsqd replicates through it, each with
+    its own --node-id.
     """
 
     def __init__(self, nsqd_count: int, data_path: str, *, host: str = "127.0.0.1",
-                 ephemeral_ports: bool = False, nsqd_args: tuple[str, ...] = (), nsqadmin: bool = False):
+                 ephemeral_ports: bool = False, nsqd_args: tuple[str, ...] = (), nsqadmin: bool = False,
+                 replication_factor: int = 1):
         self.data_path = data_path
         self.host = host
         self.ephemeral_ports = ephemeral_ports
         self.nsqd_count = nsqd_count
         self.nsqd_args = nsqd_args
         self.with_nsqadmin = nsqadmin
+        self.replication_factor = replication_factor
+        self.etcd: EtcdProcess | None = None
         self.lookupd: DaemonProcess | None = None
         self.nsqds: list[DaemonProcess] = []
         self.nsqadmin: DaemonProcess | None = None
@@ -236,13 +243,21 @@ class LocalCluster:
 
     @property
     def processes(self) -> list[DaemonProcess]:
-        """In start order; stop() goes backwards (nsqadmin, the nsqd, nsqlookupd)."""
-        return ([self.lookupd] if self.lookupd else []) + self.nsqds + ([self.nsqadmin] if self.nsqadmin else [])
+        """In start order; stop() goes backwards (nsqadmin, the nsqd, nsqlookupd, etcd)."""
+        return (([self.etcd] if self.etcd else []) + ([self.lookupd] if self.lookupd else []) + self.nsqds
+                + ([self.nsqadmin] if self.nsqadmin else []))
 
     def start(self) -> "LocalCluster":
         os.makedirs(self.data_path, exist_ok=True)
         host = self.host
+        replication: tuple[str, ...] = ()
         try:
+            if self.replication_factor > 1:
+                self.etcd = EtcdProcess(os.path.join(self.data_path, "etcd"), host,
+                                        self._port(2379) or free_port(host), self._port(2380) or free_port(host),
+                                        log_path=os.path.join(self.data_path, "etcd.log")).start()
+                replication = (f"--replication-factor={self.replication_factor}",
+                               f"--etcd-endpoint={self.etcd.client_url}")
             self.lookupd = DaemonProcess("nsqlookupd", [
                 f"--tcp-address={host}:{self._port(4160)}", f"--http-address={host}:{self._port(4161)}",
                 f"--broadcast-address={host}",
@@ -254,7 +269,8 @@ class LocalCluster:
                     f"--tcp-address={host}:{self._port(4150 + 1000 * i)}",
                     f"--http-address={host}:{self._port(4151 + 1000 * i)}",
                     f"--data-path={path}", f"--broadcast-address={host}",
-                    f"--lookupd-tcp-address={self.lookupd.tcp_address}", *self.nsqd_args,
+                    f"--lookupd-tcp-address={self.lookupd.tcp_address}",
+                    *((f"--node-id={i + 1}", *replication) if replication else ()), *self.nsqd_args,
                 ], log_path=os.path.join(self.data_path, f"nsqd{i}.log")).start())
             if self.with_nsqadmin:
                 self.nsqadmin = DaemonProcess("nsqadmin", [
@@ -268,6 +284,9 @@ class LocalCluster:
 
     def status_lines(self) -> list[str]:
         lines = []
+        if self.etcd is not None:
+            lines.append(f"{'etcd':<11} pid {self.etcd.process.pid:<7} {'':<25} "
+                         f"URL  {self.etcd.client_url:<28} log {self.etcd.log_path}")
         for name, daemon in [("nsqlookupd", self.lookupd)] + [(f"nsqd{i}", d) for i, d in enumerate(self.nsqds)]:
             lines.append(f"{name:<11} pid {daemon.process.pid:<7} TCP {daemon.tcp_address:<21} "
                          f"HTTP {daemon.http_url:<28} log {daemon.log_path}")

@@ -28,16 +28,19 @@ def pytest_collection_modifyitems(items):
 
 
 class Replicated:
-    def __init__(self, stack: contextlib.ExitStack, tmp_path: Path, count: int, factor: int):
+    def __init__(self, stack: contextlib.ExitStack, tmp_path: Path, count: int, factor: int,
+                 started: tuple[int, ...] | None = None):
+        """``count`` nodes, named (host:port) in the order of their index;
+        ``started``: the indices started now (all by default)."""
         self.stack = stack
         self.tmp_path = tmp_path
         self.factor = factor
         self.etcd = stack.enter_context(EtcdProcess(str(tmp_path / "etcd")))
         self.lookupd = stack.enter_context(nsqlookupd_process())
-        self.ports = [(free_port(), free_port()) for _ in range(count)]
-        self.nsqds: list[DaemonProcess] = []
-        for index in range(count):
-            self.nsqds.append(self.start(index))
+        self.ports = sorted(((free_port(), free_port()) for _ in range(count)), key=lambda ports: str(ports[0]))
+        self.nsqds: list[DaemonProcess | None] = [None] * count
+        for index in range(count) if started is None else started:
+            self.start(index)
 
     def start(self, index: int, *, empty: bool = False) -> DaemonProcess:
         path = self.tmp_path / f"nsqd{index}"
@@ -52,9 +55,12 @@ class Replicated:
             f"--etcd-endpoint={self.etcd.client_url}", "--replication-lease=3s", "--msg-timeout=10s",
         ])
         self.stack.enter_context(daemon)
-        if index < len(self.nsqds):  # a restart
-            self.nsqds[index] = daemon
+        self.nsqds[index] = daemon
         return daemon
+
+    @property
+    def running(self) -> list[DaemonProcess]:
+        return [daemon for daemon in self.nsqds if daemon is not None and daemon.process.poll() is None]
 
     def stats(self, index: int) -> dict:
         status, data = http_json("GET", f"{self.nsqds[index].http_url}/stats?format=json")
@@ -62,17 +68,17 @@ class Replicated:
         return data
 
     def wait_connected(self, timeout: float = 30) -> None:
-        """Every nsqd has a link to every other one."""
-        count = len(self.nsqds)
+        """Every running nsqd has a link to every other one."""
+        running = self.running
 
         def connected():
-            return all(sum(p["connected"] for p in self.stats(i)["replication"]["peers"]) == count - 1
-                       for i in range(count) if self.nsqds[i].process.poll() is None)
+            return all(sum(p["connected"] for p in self.stats(self.nsqds.index(daemon))["replication"]["peers"])
+                       == len(running) - 1 for daemon in running)
         wait_until(connected, timeout=timeout)
 
     def publisher(self, topic: str, count: int, batch: int = 50) -> GroupProcess:
         return GroupProcess([sys.executable, str(PEERS / "gnsq_spread_publisher.py"), topic, str(count), str(batch),
-                             *(d.tcp_address for d in self.nsqds)])
+                             *(d.tcp_address for d in self.running)])
 
     def reader(self, topic: str, channel: str) -> "Reader":
         process = GroupProcess([sys.executable, str(PEERS / "gnsq_lookupd_reader.py"), topic, channel,
@@ -82,7 +88,7 @@ class Replicated:
         return Reader(process)
 
     def create_channel(self, topic: str, channel: str) -> None:
-        for daemon in self.nsqds:
+        for daemon in self.running:
             assert http_json("POST", f"{daemon.http_url}/topic/create?topic={topic}")[0] == 200
             assert http_json("POST", f"{daemon.http_url}/channel/create?topic={topic}&channel={channel}")[0] == 200
 
@@ -119,7 +125,7 @@ def replicated(tmp_path):
     if shutil.which("etcd") is None:
         pytest.fail("etcd not found: `make test` installs Debian's etcd-server")
     with contextlib.ExitStack() as stack:
-        yield lambda count=3, factor=2: Replicated(stack, tmp_path, count, factor)
+        yield lambda count=3, factor=2, started=None: Replicated(stack, tmp_path, count, factor, started)
 
 
 def run(*command: str) -> subprocess.CompletedProcess:

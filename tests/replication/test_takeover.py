@@ -62,6 +62,29 @@ def test_a_killed_nsqd_is_taken_over_and_comes_back_without_redelivering(replica
     assert cluster.stats(1)["replication"]["under_replicated_messages"] == 0
 
 
+def test_copies_split_between_old_and_new_successors_are_all_taken_over(replicated, topic):
+    """Node 0 copies to node 2, its successor; node 1 joins between them and
+    takes the copies from then on. When node 0 dies, the peer that loses the
+    etcd race hands its copies to the one that won."""
+    cluster = replicated(started=(0, 2))
+    cluster.wait_connected()
+    origin = cluster.nsqds[0]
+    assert http("POST", f"{origin.http_url}/topic/create?topic={topic}")[0] == 200
+    assert http("POST", f"{origin.http_url}/channel/create?topic={topic}&channel=ch")[0] == 200
+    first = [b"m%d" % n for n in range(100)]
+    assert http("POST", f"{origin.http_url}/mpub?topic={topic}", b"\n".join(first))[0] == 200
+    cluster.start(1)
+    cluster.wait_connected()
+    second = [b"m%d" % n for n in range(100, 200)]
+    assert http("POST", f"{origin.http_url}/mpub?topic={topic}", b"\n".join(second))[0] == 200
+    held = {i: [(s["origin"], s["messages"]) for s in cluster.stats(i)["replication"]["shadows"]] for i in (1, 2)}
+    assert held == {1: [(origin.tcp_address, 100)], 2: [(origin.tcp_address, 100)]}
+    reader = cluster.reader(topic, "ch")
+    origin.kill()
+    reader.wait_for({f"m{n}" for n in range(200)}, timeout=TAKEOVER_WINDOW)
+    assert sum(cluster.stats(i)["replication"]["takeovers"] for i in (1, 2)) == 1
+
+
 def test_a_frozen_nsqd_past_its_lease_loses_nothing(replicated, topic):
     cluster = replicated()
     cluster.wait_connected()

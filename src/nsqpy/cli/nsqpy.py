@@ -1,7 +1,8 @@
 """``nsqpy``: commands that are nsqpy's own rather than NSQ's.
 
-``nsqpy cluster [--nsqd N]`` runs nsqlookupd, N nsqd registered with it and
-nsqadmin over them in the foreground, prints where each is, and stops them all on Ctrl-C,
+``nsqpy cluster [--nsqd N] [--replication-factor R]`` runs nsqlookupd, N
+nsqd registered with it and nsqadmin over them (and etcd, replicated) in
+the foreground, prints where each is, and stops them all on Ctrl-C,
 SIGTERM or SIGHUP (the terminal closed); if it is killed outright, the
 daemons get SIGTERM from the kernel (see ``localcluster``).
 
@@ -31,7 +32,8 @@ def _raise_stop(signum, frame):
 
 def cluster(args) -> int:
     nodes = LocalCluster(args.nsqd, args.data_path, host=args.host, ephemeral_ports=args.ephemeral_ports,
-                         nsqd_args=tuple(args.nsqd_arg), nsqadmin=not args.no_nsqadmin)
+                         nsqd_args=tuple(args.nsqd_arg), nsqadmin=not args.no_nsqadmin,
+                         replication_factor=args.replication_factor)
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, _raise_stop)
     try:
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--nsqd-arg", action="append", default=[], metavar="FLAG",
                      help="extra flag for every nsqd, e.g. --nsqd-arg=--mem-queue-size=1000 (repeatable)")
     run.add_argument("--no-nsqadmin", action="store_true", help="do not start nsqadmin (it listens on port 4171)")
+    run.add_argument("--replication-factor", type=int, default=1,
+                     help="2 or 3: start etcd too, and every nsqd replicates each message to that many nodes")
     connect = commands.add_parser("spark-connect-server", help="run a Spark Connect server whose Python "
                                   "workers can run nsqpy's source and sink", formatter_class=GoDefaultsFormatter)
     connect.add_argument("--master", default="local[*]", help="Spark master the server runs its jobs on")
@@ -113,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         return spark_connect_server(args)
     if args.nsqd < 1:
         parser.error("--nsqd must be at least 1")
+    if args.replication_factor not in (1, 2, 3):
+        parser.error("--replication-factor must be 1, 2 or 3")
+    if args.replication_factor > args.nsqd:
+        parser.error(f"--replication-factor {args.replication_factor} needs at least as many nsqd (--nsqd)")
     return cluster(args)
 
 

@@ -172,11 +172,15 @@ def aggregate_topic(topic_name: str, per_node: list[dict]) -> dict:
     return topic
 
 
-def node_summary(node: str, topics: list[dict]) -> dict:
-    """``/api/nodes/:node``: one node's topics with their channels and clients."""
-    return {"node": node, "topics": topics,
-            "total_messages": sum(t["message_count"] for t in topics),
-            "total_clients": sum(c["client_count"] for t in topics for c in t["channels"])}
+def node_summary(node: str, topics: list[dict], replication: dict | None = None) -> dict:
+    """``/api/nodes/:node``: one node's topics with their channels and
+    clients; for a replicated nsqd, its ``replication`` state too."""
+    summary = {"node": node, "topics": topics,
+               "total_messages": sum(t["message_count"] for t in topics),
+               "total_clients": sum(c["client_count"] for t in topics for c in t["channels"])}
+    if replication is not None:
+        summary["replication"] = replication
+    return summary
 
 
 def channel_counters(node_topics: list[dict]) -> dict:

@@ -154,8 +154,8 @@ class AdminApi:
         producer, errors = await self.cluster.find_producer(node)
         if producer is None:
             raise HttpError(404, "NODE_NOT_FOUND")
-        stats, stats_errors = await self.cluster.node_stats([producer])
-        return with_message(aggregate.node_summary(node, stats[node]), errors + stats_errors)
+        topics, replication, stats_errors = await self.cluster.node_detail(producer)
+        return with_message(aggregate.node_summary(node, topics, replication), errors + stats_errors)
 
     async def counter(self, request):
         producers, errors = await self.cluster.producers()

@@ -254,6 +254,19 @@ class ClusterInfo:
         require_some(stats, errors, "nsqd")
         return stats, errors
 
+    async def node_detail(self, producer: Producer) -> tuple[list[dict], dict | None, list[str]]:
+        """One node's topic stats, and its replication state when it is a
+        replicated nsqd (the ``replication`` section of its /stats)."""
+        params = {"format": "json", "include_mem": "false"}
+        answers, errors = await gather({producer.node: self.upstream.get_json(
+            daemon_url(producer.address, "/stats"), params)})
+        require_some(answers, errors, "nsqd")
+        answer = answers.get(producer.node) or {}
+        now = time.time()
+        topics = [aggregate.topic_stats(producer.node, producer.hostname, raw, now)
+                  for raw in answer.get("topics") or ()]
+        return topics, answer.get("replication"), errors
+
     async def topic_stats(self, topic: str, channel: str | None = None) -> tuple[list[dict], list[str]]:
         """The per-node stats of one topic (or one channel of it)."""
         producers, errors = await self.topic_producers(topic)

@@ -134,9 +134,9 @@ class Pages:
         producer, errors = await self.cluster.find_producer(node)
         if producer is None:
             raise HttpError(404, "NODE_NOT_FOUND")
-        stats, stats_errors = await self.cluster.node_stats([producer])
+        topics, replication, stats_errors = await self.cluster.node_detail(producer)
         return self.render(request, "node.html", page="nodes", warnings=errors + stats_errors, node=node, producer=producer,
-                           summary=aggregate.node_summary(node, stats[node]))
+                           summary=aggregate.node_summary(node, topics, replication))
 
     async def counter_page(self, request):
         return self.render(request, "counter.html", page="counter", warnings=[])

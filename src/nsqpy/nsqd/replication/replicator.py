@@ -28,7 +28,8 @@ from .takeover import adopt, let_go
 
 EPOCH_FILE = "nsqd.replication.json"
 WATCH_INTERVAL = 0.5  # how often the members are read: a takeover starts this long after a lease ends
-SETTLE_WAIT = 3.0  # after a crash, how long a restarted node waits for a survivor to claim what it had
+SETTLE_WAIT = 3.0
+ADOPTIONS_KEPT = 64  # epochs taken over whose ids are kept, so a late hand-over adopts only what is new  # after a crash, how long a restarted node waits for a survivor to claim what it had
 
 
 class Replicator:
@@ -47,6 +48,7 @@ class Replicator:
         self.shadows: dict[tuple[str, int], Shadow] = {}
         self.takeovers = 0
         self.adopted = 0
+        self._adopted: dict[tuple[str, int], set[bytes]] = {}  # ids adopted per epoch taken over
         self.under_replicated = 0
         self.etcd_ok = False
         self._acks: Acks | None = None
@@ -197,19 +199,43 @@ class Replicator:
         if not len(shadow):  # told of channels and outcomes only: another peer held the copies
             del self.shadows[(shadow.origin, shadow.epoch)]
             return
-        owner = await self.membership.claim(shadow.origin, shadow.epoch)
-        self.shadows.pop((shadow.origin, shadow.epoch), None)
-        if owner != self.node:
-            whose = "kept by its own node" if owner == shadow.origin else f"taken over by {owner}"
-            self.log.info("REPLICATION: %s epoch %d was %s: dropping its %d copies here",
-                          shadow.origin, shadow.epoch, whose, len(shadow))
+        key = (shadow.origin, shadow.epoch)
+        owner = await self.membership.claim(*key)
+        self.shadows.pop(key, None)
+        if owner == shadow.origin:
+            self.log.info("REPLICATION: %s epoch %d was kept by its own node: dropping its %d copies here",
+                          shadow.origin, shadow.epoch, len(shadow))
+        elif owner != self.node:
+            self._hand_over(shadow, owner)
+        else:
+            began = time.monotonic()
+            first = key not in self._adopted
+            done = self._adopted.setdefault(key, set())
+            while len(self._adopted) > ADOPTIONS_KEPT:
+                del self._adopted[next(iter(self._adopted))]
+            count = adopt(self.nsqd, shadow, self._replicate_adopted, done)
+            if count:
+                self.takeovers += first
+                self.adopted += count
+                self.log.warning("REPLICATION: took over %s epoch %d: %d messages delivered from here (%.1f ms)",
+                                 shadow.origin, shadow.epoch, count, (time.monotonic() - began) * 1000)
+
+    def _hand_over(self, shadow: Shadow, owner: str) -> None:
+        """Another survivor took the epoch over: it gets the copies held
+        here too, and adopts those it lacks (an origin's successors change
+        with the members, so two peers may hold different parts of it)."""
+        link = self.links.get(owner)
+        if link is None or not link.ready:
+            self.log.error("REPLICATION: %s epoch %d was taken over by %s, which is not connected: %d copies "
+                           "held here are dropped", shadow.origin, shadow.epoch, owner, len(shadow))
             return
-        began = time.monotonic()
-        count = adopt(self.nsqd, shadow, self._replicate_adopted)
-        self.takeovers += 1
-        self.adopted += count
-        self.log.warning("REPLICATION: took over %s epoch %d: %d messages delivered from here (%.1f ms)",
-                         shadow.origin, shadow.epoch, count, (time.monotonic() - began) * 1000)
+        records = [published_record(name, timestamp, 0, [message_id], encode_mpub_body([body]),
+                                    None if channels is None else tuple(sorted(channels)))
+                   for name, topic in shadow.topics.items()
+                   for message_id, body, timestamp, _, channels in topic.owed()]
+        link.send(shadow.origin, shadow.epoch, None, b"".join(records))
+        self.log.info("REPLICATION: %s epoch %d was taken over by %s: handed it the %d copies held here",
+                      shadow.origin, shadow.epoch, owner, len(records))
 
     # --- links to the peers --------------------------------------------------------------------
 

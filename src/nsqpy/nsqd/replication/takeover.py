@@ -8,18 +8,20 @@ from ..message import Message
 from .shadow import Shadow
 
 
-def adopt(nsqd, shadow: Shadow, replicate) -> int:
+def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[bytes]) -> int:
     """Every message of ``shadow`` into this nsqd's topics and channels,
     owed to the channels the origin still owed it to (or waiting in the
-    topic, as it was there), deferred ones still deferred. ``replicate``
+    topic, as it was there), deferred ones still deferred, but for those
+    in ``adopted_before`` (their ids are added to it). ``replicate``
     (topic, message, channels) gives each adopted copy to this node's own
     peers. -> how many messages were adopted."""
     adopted = 0
     now = time.time()
     for name, shadow_topic in shadow.topics.items():
-        owed = shadow_topic.owed()
+        owed = [entry for entry in shadow_topic.owed() if entry[0] not in adopted_before]
         if not owed:
             continue
+        adopted_before.update(entry[0] for entry in owed)
         topic = nsqd.get_topic(name)
         for channel_name in sorted(shadow_topic.channels):
             topic.get_channel(channel_name)
