@@ -29,10 +29,11 @@ def pytest_collection_modifyitems(items):
 
 class Replicated:
     def __init__(self, stack: contextlib.ExitStack, tmp_path: Path, count: int, factor: int,
-                 started: tuple[int, ...] | None = None):
+                 started: tuple[int, ...] | None = None, nsqd_args: tuple[str, ...] = ()):
         """``count`` nodes, named (host:port) in the order of their index;
         ``started``: the indices started now (all by default)."""
         self.stack = stack
+        self.nsqd_args = nsqd_args
         self.tmp_path = tmp_path
         self.factor = factor
         self.etcd = stack.enter_context(EtcdProcess(str(tmp_path / "etcd")))
@@ -53,6 +54,7 @@ class Replicated:
             f"--data-path={path}", "--broadcast-address=127.0.0.1", f"--node-id={index + 1}",
             f"--lookupd-tcp-address={self.lookupd.tcp_address}", f"--replication-factor={self.factor}",
             f"--etcd-endpoint={self.etcd.client_url}", "--replication-lease=3s", "--msg-timeout=10s",
+            *self.nsqd_args,
         ])
         self.stack.enter_context(daemon)
         self.nsqds[index] = daemon
@@ -125,7 +127,8 @@ def replicated(tmp_path):
     if shutil.which("etcd") is None:
         pytest.fail("etcd not found: `make test` installs Debian's etcd-server")
     with contextlib.ExitStack() as stack:
-        yield lambda count=3, factor=2, started=None: Replicated(stack, tmp_path, count, factor, started)
+        yield lambda count=3, factor=2, started=None, nsqd_args=(): Replicated(stack, tmp_path, count, factor,
+                                                                                started, nsqd_args)
 
 
 def run(*command: str) -> subprocess.CompletedProcess:

@@ -62,10 +62,11 @@ def test_a_killed_nsqd_is_taken_over_and_comes_back_without_redelivering(replica
     assert cluster.stats(1)["replication"]["under_replicated_messages"] == 0
 
 
-def test_copies_split_between_old_and_new_successors_are_all_taken_over(replicated, topic):
-    """Node 0 copies to node 2, its successor; node 1 joins between them and
-    takes the copies from then on. When node 0 dies, the peer that loses the
-    etcd race hands its copies to the one that won."""
+def test_copies_held_by_old_and_new_successors_are_taken_over_once(replicated, topic):
+    """Node 0 copies to node 2, its successor; node 1 joins between them,
+    gets a copy of what node 0 holds and the copies from then on. When node
+    0 dies, the peer that loses the etcd race hands its copies to the one
+    that won, which adopts only what it lacks: each message is delivered once."""
     cluster = replicated(started=(0, 2))
     cluster.wait_connected()
     origin = cluster.nsqds[0]
@@ -77,12 +78,57 @@ def test_copies_split_between_old_and_new_successors_are_all_taken_over(replicat
     cluster.wait_connected()
     second = [b"m%d" % n for n in range(100, 200)]
     assert http("POST", f"{origin.http_url}/mpub?topic={topic}", b"\n".join(second))[0] == 200
-    held = {i: [(s["origin"], s["messages"]) for s in cluster.stats(i)["replication"]["shadows"]] for i in (1, 2)}
-    assert held == {1: [(origin.tcp_address, 100)], 2: [(origin.tcp_address, 100)]}
+    assert held_for(cluster, 1, origin) == [200] and held_for(cluster, 2, origin) == [100]
+    origin.kill()  # before any consumer: nothing was delivered there
     reader = cluster.reader(topic, "ch")
-    origin.kill()
     reader.wait_for({f"m{n}" for n in range(200)}, timeout=TAKEOVER_WINDOW)
+    wait_until(lambda: not held_for(cluster, 1, origin) and not held_for(cluster, 2, origin), timeout=30)
     assert sum(cluster.stats(i)["replication"]["takeovers"] for i in (1, 2)) == 1
+    time.sleep(2)  # a late hand-over would be delivered by now
+    assert sum(reader.handled().values()) == 200
+
+
+def mpub(daemon, topic: str, numbers: range) -> set[str]:
+    assert http("POST", f"{daemon.http_url}/mpub?topic={topic}", b"\n".join(b"m%d" % n for n in numbers))[0] == 200
+    return {f"m{n}" for n in numbers}
+
+
+def held_for(cluster, index: int, origin) -> list[int]:
+    """How many copies node ``index`` holds of each epoch of ``origin``."""
+    return [s["messages"] for s in cluster.stats(index)["replication"]["shadows"] if s["origin"] == origin.tcp_address]
+
+
+def test_a_nodes_messages_get_a_new_copy_when_its_peer_dies(replicated, topic):
+    """Node 0 copies to node 1. Node 1 dies: node 0's successor is node 2
+    now, and gets what node 0 still holds (memory and disk: 10 in memory
+    per queue), so node 0 dying next loses nothing either."""
+    cluster = replicated(nsqd_args=("--mem-queue-size=10",))
+    cluster.wait_connected()
+    origin = cluster.nsqds[0]
+    cluster.create_channel(topic, "ch")
+    sent = mpub(origin, topic, range(100))
+    assert held_for(cluster, 1, origin) == [100]
+    cluster.nsqds[1].kill()
+    wait_until(lambda: held_for(cluster, 2, origin) == [100], timeout=30)
+    origin.kill()
+    reader = cluster.reader(topic, "ch")
+    reader.wait_for(sent, timeout=TAKEOVER_WINDOW)
+
+
+def test_a_clean_restart_keeps_its_messages_and_copies_them_again(replicated, topic):
+    cluster = replicated(nsqd_args=("--mem-queue-size=10",))
+    cluster.wait_connected()
+    origin = cluster.nsqds[0]
+    cluster.create_channel(topic, "ch")
+    sent = mpub(origin, topic, range(100))
+    assert origin.stop() == 0
+    origin = cluster.start(0)
+    assert "dropped" not in origin.output
+    wait_until(lambda: held_for(cluster, 1, origin) == [100], timeout=30)
+    origin.kill()
+    reader = cluster.reader(topic, "ch")
+    reader.wait_for(sent, timeout=TAKEOVER_WINDOW)
+    assert sum(reader.handled().values()) == len(sent), "the stopped node's own copies were taken over too"
 
 
 def test_a_frozen_nsqd_past_its_lease_loses_nothing(replicated, topic):

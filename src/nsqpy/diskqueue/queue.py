@@ -345,6 +345,38 @@ class DiskQueue:
                 position += RECORD_HEADER_SIZE + size
         return last
 
+    def unread_records(self) -> list[bytes]:
+        """Every record written and not yet read, oldest first, read from
+        the files without taking them (the queue does not change): what a
+        replicated nsqd copies to a new peer. Stops at a damaged record, as
+        reading it would."""
+        if self._writer is not None:
+            self._writer.flush()
+        records: list[bytes] = []
+        number, position = self.read_file_num, self.read_pos
+        while number <= self.write_file_num:
+            try:
+                f = open(self.file_name(number), "rb")
+            except FileNotFoundError:
+                number, position = number + 1, 0
+                continue
+            with f:
+                end = self.write_pos if number == self.write_file_num else os.fstat(f.fileno()).st_size
+                f.seek(position)
+                while position < end:
+                    header = f.read(RECORD_HEADER_SIZE)
+                    size = _LENGTH.unpack(header)[0] if len(header) == RECORD_HEADER_SIZE else -1
+                    if not self.min_msg_size <= size <= self.max_msg_size:
+                        return records
+                    data = f.read(size)
+                    if len(data) < size:
+                        return records
+                    if (number, position) not in self._acked_before:
+                        records.append(data)
+                    position += RECORD_HEADER_SIZE + size
+            number, position = number + 1, 0
+        return records
+
     @property
     def unacked_count(self) -> int:
         return len(self._outstanding) - len(self._acked)

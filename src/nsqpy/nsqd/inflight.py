@@ -114,9 +114,13 @@ class InFlight:
             held += mine
         return held
 
+    def messages(self) -> list[Message]:
+        """Everything in flight, left in flight."""
+        return [m for queue in [*self._by_timeout.values(), self._clamped] for m in queue.values()]
+
     def clear(self) -> list[Message]:
         """Take out everything, for the channel's close or empty."""
-        held = [m for queue in [*self._by_timeout.values(), self._clamped] for m in queue.values()]
+        held = self.messages()
         self._by_timeout.clear()
         self._clamped.clear()
         self._deadlines.clear()

@@ -135,6 +135,19 @@ class MessageQueue:
         else:
             self.put_many(batch.take_all())
 
+    def queued(self) -> list[Message]:
+        """Every message queued, in memory and on disk, left in place (a
+        replicated nsqd copies them to a new peer: replication/snapshot.py)."""
+        found: list[Message] = [] if self._disk_head is None else [self._disk_head]
+        for entry in self.memory:
+            if isinstance(entry, Batch):
+                found.extend(entry.copy().take_all())
+            else:
+                found.append(entry)
+        if self.disk is not None:
+            found.extend(map(Message.decode, self.disk.unread_records()))
+        return found
+
     def pop(self) -> Message | None:
         """The next message: of memory's next and disk's next, the one
         published first. So an overflow keeps its order (memory fills first,

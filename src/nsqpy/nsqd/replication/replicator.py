@@ -24,6 +24,7 @@ from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink
 from .membership import Membership
 from .shadow import Shadow
+from .snapshot import owed_records
 from .takeover import adopt, let_go
 
 EPOCH_FILE = "nsqd.replication.json"
@@ -52,7 +53,8 @@ class Replicator:
         self.under_replicated = 0
         self.etcd_ok = False
         self._acks: Acks | None = None
-        self._ring: list[PeerLink] | None = None  # the peers that take this node's copies (cached)
+        self._ring: list[PeerLink] = []  # the peers that take this node's copies
+        self._ring_nodes: set[str] = set()  # theirs, as last copied to under this epoch
         self._flush_scheduled = False
         self._tasks: list[asyncio.Task] = []
         # one line now and then for each recurring trouble
@@ -94,6 +96,7 @@ class Replicator:
                          json.dumps({"node": self.node, "epoch": epoch}).encode())
         self.etcd_ok = True
         self.log.info("REPLICATION: joined as %s, epoch %d, replication factor %d", self.node, epoch, self.factor)
+        self._ring_nodes = set()  # copies made under an earlier epoch are not this one's
         self._update_links(members)
 
     async def _settle_previous(self) -> None:
@@ -244,7 +247,7 @@ class Replicator:
         for node in list(self.links):
             if node not in members:
                 self.links.pop(node).close()
-                self._ring = None
+        self._ring_changed()
         loop = asyncio.get_running_loop()
         for node in members:
             if node not in self.links:
@@ -267,14 +270,14 @@ class Replicator:
         for topic in self.nsqd.topics.values():
             for name in topic.channels:
                 link.writer.add(event_record(CHANNEL, topic.name, name))
-        self._ring = None
+        self._ring_changed()
         self._schedule_flush()
         self.log.info("REPLICATION: connected to peer %s", link.node)
 
     def _link_lost(self, link: PeerLink, unacked: list[Acks]) -> None:
         if self.links.get(link.node) is link:
             del self.links[link.node]
-        self._ring = None
+        self._ring_changed()
         if not link.closing:
             self._peer_trouble.error(f"REPLICATION: lost peer {link.node}")
         for acks in unacked:
@@ -288,6 +291,24 @@ class Replicator:
             else:
                 acks.holders.add(spare.node)
                 spare.send(self.node, self.epoch, acks, b"".join(acks.published))
+
+    def _ring_changed(self) -> None:
+        """Links came or went: the successors may be others now. A new one
+        gets a copy of everything this node still owes (snapshot.py), so no
+        message keeps fewer copies than asked for longer than that takes."""
+        self._ring = self._ring_links(self.factor - 1)
+        new = [link for link in self._ring if link.node not in self._ring_nodes]
+        self._ring_nodes = {link.node for link in self._ring}
+        if not new or not self.epoch:
+            return
+        records = owed_records(self.nsqd)
+        for link in new:
+            for record, count in records:
+                link.writer.add(record, count)
+        if records:
+            self._schedule_flush()
+            self.log.info("REPLICATION: copied %d held messages to %s", sum(count for _, count in records),
+                          ", ".join(link.node for link in new))
 
     def _ring_links(self, count: int) -> list[PeerLink]:
         """Up to ``count`` connected peers that follow this node in the
@@ -313,8 +334,6 @@ class Replicator:
 
     def _published(self, record: bytes, count: int) -> None:
         ring = self._ring
-        if ring is None:
-            ring = self._ring = self._ring_links(self.factor - 1)
         acks = self._acks
         if acks is None:
             acks = self._acks = Acks(self.nsqd.loop, 0)

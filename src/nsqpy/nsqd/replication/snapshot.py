@@ -1,0 +1,51 @@
+"""What this nsqd still owes, as ``P`` records for a peer that has no copy
+of it: a new successor (the one before it died or another member joined
+between), or every successor after this node kept its messages across a
+restart under a new epoch.
+
+Every message queued (memory and disk), in flight and deferred is
+copied; the disk's records are read without being taken.
+"""
+
+from ...protocol.commands import encode_mpub_body
+from ...protocol.replication import published_record
+
+
+def owed_records(nsqd) -> list[tuple[bytes, int]]:
+    """(record, message count) for every message queued, in flight or
+    deferred, each owed to the channels that hold it; one record per
+    set of channels and timestamp (an MPUB's messages stay together)."""
+    now = nsqd.loop.time()  # deferred messages are due on the loop's clock
+    records = []
+    for topic in list(nsqd.topics.values()):
+        waiting = topic.queue.queued()
+        if waiting:
+            records.append(_record(topic.name, waiting, None))
+        owed: dict[bytes, tuple] = {}  # id -> (message, channels, due)
+        for channel in topic.channels.values():
+            held = [(m, 0.0) for m in channel.queue.queued() + channel.in_flight.messages()]
+            held += [(m, due) for due, _, m in channel.deferred]
+            for message, due in held:
+                entry = owed.get(message.id)
+                if entry is None:
+                    owed[message.id] = (message, [channel.name], due)
+                else:
+                    entry[1].append(channel.name)
+        groups: dict[tuple, list] = {}
+        for message, channels, due in owed.values():
+            if due:
+                defer_ms = max(0, int((due - now) * 1000))
+                records.append((published_record(topic.name, message.timestamp, defer_ms, [message.id],
+                                                 encode_mpub_body([message.body]), tuple(sorted(channels))), 1))
+            else:
+                groups.setdefault((tuple(sorted(channels)), message.timestamp), []).append(message)
+        for (channels, _), messages in groups.items():
+            records.append(_record(topic.name, messages, channels))
+    return records
+
+
+def _record(topic: str, messages: list, channels: tuple[str, ...] | None) -> tuple[bytes, int]:
+    """One record for ``messages`` (of one timestamp, but those waiting in
+    a topic, which keep the first one's)."""
+    return (published_record(topic, messages[0].timestamp, 0, [m.id for m in messages],
+                             encode_mpub_body([m.body for m in messages]), channels), len(messages))
