@@ -3,8 +3,8 @@
     python bench/replication_bench.py [--runfor 5] [--rounds 2] [--kills 20]
 
 Publishing: bench_writer (MPUB of 200, then PUB) against one nsqd alone
-(R=1) and against the same nsqd with --replication-factor=2 and one peer,
-alternating R=1 and R=2 in each round; then one connection PUBbing one
+(R=1), against the same nsqd with --replication-factor=2 and one peer, and
+with --replication-ack=disk too, alternating them in each round; then one connection PUBbing one
 message at a time measures the PUB round trip (p50, p99).
 Takeover: three nsqd (R=2), a topic with a channel and messages published
 on one node while raw consumers (RDY, no FIN) hold a connection to the
@@ -61,7 +61,8 @@ def pub_round_trips(address: str, topic: str, count: int = 5000) -> list[float]:
     return times
 
 
-def replicated_nsqd(stack: ExitStack, data: str, etcd: EtcdProcess, index: int, ports=None) -> DaemonProcess:
+def replicated_nsqd(stack: ExitStack, data: str, etcd: EtcdProcess, index: int, ports=None,
+                    ack: str = "memory") -> DaemonProcess:
     path = os.path.join(data, f"nsqd{index}")
     os.makedirs(path, exist_ok=True)
     tcp, http = ports or (0, 0)
@@ -69,6 +70,7 @@ def replicated_nsqd(stack: ExitStack, data: str, etcd: EtcdProcess, index: int, 
         f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}", "--https-address=127.0.0.1:0",
         f"--data-path={path}", "--broadcast-address=127.0.0.1", f"--node-id={index + 1}",
         "--replication-factor=2", f"--etcd-endpoint={etcd.client_url}", "--replication-lease=3s",
+        f"--replication-ack={ack}",
     ]))
 
 
@@ -82,21 +84,26 @@ def wait_peers(daemon: DaemonProcess, count: int) -> None:
     raise SystemExit(f"{daemon.tcp_address} did not connect to {count} peers")
 
 
-def publishing(args, data: str, etcd: EtcdProcess, factor: int, rows: dict) -> None:
+MODES = ("R=1", "R=2", "R=2, ack disk")
+
+
+def publishing(args, data: str, etcd: EtcdProcess, mode: str, rows: dict) -> None:
     with ExitStack() as stack:
-        if factor == 1:
+        if mode == "R=1":
             target = stack.enter_context(nsqd_process(os.path.join(data, f"alone{time.monotonic_ns()}")))
         else:
-            nodes = [replicated_nsqd(stack, os.path.join(data, f"r{time.monotonic_ns()}"), etcd, i) for i in (0, 1)]
+            path = os.path.join(data, f"r{time.monotonic_ns()}")
+            ack = "disk" if "disk" in mode else "memory"
+            nodes = [replicated_nsqd(stack, path, etcd, i, ack=ack) for i in (0, 1)]
             target = nodes[0]
             wait_peers(target, 1)
         post(f"{target.http_url}/topic/create?topic=bench")
         post(f"{target.http_url}/channel/create?topic=bench&channel=offline")
         for kind, batch in (("MPUB 200", "200"), ("PUB", "1")):
-            rows.setdefault((kind, factor), []).append(writer(target.tcp_address, args.runfor, batch, "bench"))
+            rows.setdefault((kind, mode), []).append(writer(target.tcp_address, args.runfor, batch, "bench"))
         times = sorted(pub_round_trips(target.tcp_address, "bench"))
-        rows.setdefault(("PUB p50 ms", factor), []).append(statistics.median(times) * 1000)
-        rows.setdefault(("PUB p99 ms", factor), []).append(times[int(len(times) * 0.99)] * 1000)
+        rows.setdefault(("PUB p50 ms", mode), []).append(statistics.median(times) * 1000)
+        rows.setdefault(("PUB p99 ms", mode), []).append(times[int(len(times) * 0.99)] * 1000)
 
 
 def first_message(socks: list[socket.socket], timeout: float) -> float:
@@ -156,15 +163,15 @@ def main() -> None:
     rows: dict = {}
     with tempfile.TemporaryDirectory() as data, EtcdProcess(os.path.join(data, "etcd")) as etcd:
         for _ in range(args.rounds):
-            for factor in (1, 2):
-                publishing(args, data, etcd, factor, rows)
+            for mode in MODES:
+                publishing(args, data, etcd, mode, rows)
         print()
-        print("| write | R=1 | R=2 | R=2 / R=1 |")
-        print("|---|---:|---:|---:|")
+        print(f"| write | {' | '.join(MODES)} | {' | '.join(m + ' / R=1' for m in MODES[1:])} |")
+        print("|---|" + "---:|" * (2 * len(MODES) - 1))
         for kind in ("MPUB 200", "PUB", "PUB p50 ms", "PUB p99 ms"):
-            one, two = (statistics.median(rows[(kind, f)]) for f in (1, 2))
-            unit = "" if "ms" in kind else " msgs/s"
-            print(f"| {kind} | {one:,.2f}{unit} | {two:,.2f}{unit} | {two / one:.2f} |".replace(".00 msgs", " msgs"))
+            values = [statistics.median(rows[(kind, mode)]) for mode in MODES]
+            shown = [f"{v:,.2f}" if "ms" in kind else f"{v:,.0f}" for v in values]
+            print(f"| {kind} | {' | '.join(shown)} | {' | '.join(f'{v / values[0]:.2f}' for v in values[1:])} |")
         if args.kills:
             times = sorted(takeovers(args, data, etcd))
             print(f"\ntakeover, kill -9 to first redelivered message, {len(times)} kills: "

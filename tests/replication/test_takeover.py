@@ -131,6 +131,28 @@ def test_a_clean_restart_keeps_its_messages_and_copies_them_again(replicated, to
     assert sum(reader.handled().values()) == len(sent), "the stopped node's own copies were taken over too"
 
 
+def test_with_ack_on_disk_a_peer_restarted_after_a_crash_takes_over_what_it_held(replicated, topic):
+    """--replication-ack=disk: node 0 and the peer holding its copies (node
+    1) die at once; node 1 comes back with its disk and delivers node 0's
+    acknowledged messages (held in memory only, they would be gone)."""
+    cluster = replicated(nsqd_args=("--replication-ack=disk",))
+    cluster.wait_connected()
+    origin, peer = cluster.nsqds[0], cluster.nsqds[1]
+    cluster.create_channel(topic, "ch")
+    sent = mpub(origin, topic, range(100))
+    assert http("POST", f"{origin.http_url}/pub?topic={topic}", b"m100")[0] == 200
+    sent.add("m100")
+    origin.process.kill()
+    peer.process.kill()
+    origin.process.wait(10)
+    peer.process.wait(10)
+    restarted = cluster.start(1)
+    restarted.wait_for_log(r"101 copies of \S+ epoch \d+ read back from disk", timeout=10)
+    reader = cluster.reader(topic, "ch")
+    reader.wait_for(sent, timeout=TAKEOVER_WINDOW)
+    assert cluster.stats(1)["replication"]["takeovers"] == 1
+
+
 def test_a_frozen_nsqd_past_its_lease_loses_nothing(replicated, topic):
     cluster = replicated()
     cluster.wait_connected()

@@ -70,6 +70,12 @@ def test_messages_waiting_in_a_topic_go_to_the_channels_that_appear_first():
     assert owed(shadow) == {ID_A: {"a", "b"}}
 
 
+def test_messages_the_origin_says_wait_in_its_topic_wait_whatever_channels_there_are():
+    shadow = Shadow("n1:4150", 7)
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), pub("t", ID_A, b"x", ()))))
+    assert owed(shadow) == {ID_A: None}
+
+
 def test_deleted_and_emptied_channels_are_owed_nothing():
     shadow = Shadow("n1:4150", 7)
     shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"),

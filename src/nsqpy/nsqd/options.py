@@ -117,6 +117,9 @@ class NsqdOptions:
     etcd_endpoints: list[str] = option([], "beyond NSQ: etcd client URL (http://host:2379) for replicated "
                                        "nsqd's membership and takeovers (may be given multiple times)",
                                        flag="etcd-endpoint")
+    replication_ack: str = option("memory", "beyond NSQ: where a peer holds a copy before the publish is "
+                                  "answered: 'memory', or 'disk' (fsynced under --data-path/replication)",
+                                  choices=("memory", "disk"))
     replication_prefix: str = option("/nsqpy", "beyond NSQ: the etcd key prefix shared by one replicated "
                                      "cluster's nsqd")
     replication_lease: float = option(3.0, "beyond NSQ: how long a replicated nsqd stays a member without "

@@ -526,7 +526,7 @@ class V2Protocol(asyncio.Protocol):
         await acks
         client.send_frame(OK_FRAME)
 
-    def repl(self, client: ClientV2, command) -> None:
+    def repl(self, client: ClientV2, command) -> Awaitable[None] | None:
         """A peer's batch of what it accepted and what became of it
         (protocol/replication.py), kept for a takeover; OK once kept."""
         params = command.params
@@ -534,9 +534,22 @@ class V2Protocol(asyncio.Protocol):
             raise _invalid("REPL insufficient number of parameters")
         try:
             epoch = parse_base10(params[2])
-            self.nsqd.replication.receive(params[1].decode("ascii"), epoch, command.body)
+            writing = self.nsqd.replication.receive(params[1].decode("ascii"), epoch, command.body)
         except (ValueError, UnicodeDecodeError) as error:
             raise ProtocolError(errors.E_BAD_BODY, f"REPL {error}") from None
+        if writing is None:
+            client.send_frame(OK_FRAME)
+            return None
+        return self._ok_once_written(client, writing)
+
+    @staticmethod
+    async def _ok_once_written(client: ClientV2, writing) -> None:
+        """--replication-ack=disk: OK once the batch is fsynced; the origin
+        gives a batch the disk refused to another peer."""
+        try:
+            await writing
+        except OSError as error:
+            raise ProtocolError("E_REPL_FAILED", f"REPL failed {error}") from None
         client.send_frame(OK_FRAME)
 
 

@@ -11,8 +11,8 @@ A record is a kind byte, then its fields; names are ``[uint16 size][ascii]``:
 
 - ``P`` messages the origin accepted together (a PUB, an MPUB): topic,
   ``[int64] timestamp``, ``[uint32] defer ms``, ``[uint16] channel count``
-  (``0xFFFF``: the channels the topic has when the record arrives) and
-  that many channel names, ``[uint32 count]`` and ``count`` 16-byte ids,
+  (``0xFFFF``: the channels the topic has when the record arrives; 0:
+  none, the messages wait in the topic) and that many channel names, ``[uint32 count]`` and ``count`` 16-byte ids,
   ``[uint32 size]`` and the bodies as an MPUB carries them
   (``[int32 count]([int32 size][body])*``), so an MPUB's body is copied
   on as it came.
@@ -49,7 +49,7 @@ class Published(NamedTuple):
     topic: str
     timestamp: int
     defer_ms: int
-    channels: tuple[str, ...] | None  # None: the topic's channels when it arrives
+    channels: tuple[str, ...] | None  # None: the topic's channels when it arrives; (): waiting in the topic
     ids: tuple[bytes, ...]
     bodies: bytes  # [int32 count]([int32 size][body])*, as in an MPUB
 

@@ -24,6 +24,7 @@ from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink
 from .membership import Membership
 from .shadow import Shadow
+from .shadowlog import ShadowLogs
 from .snapshot import owed_records
 from .takeover import adopt, let_go
 
@@ -52,6 +53,7 @@ class Replicator:
         self._adopted: dict[tuple[str, int], set[bytes]] = {}  # ids adopted per epoch taken over
         self.under_replicated = 0
         self.etcd_ok = False
+        self.logs: ShadowLogs | None = None  # --replication-ack=disk: the shadows' logs
         self._acks: Acks | None = None
         self._ring: list[PeerLink] = []  # the peers that take this node's copies
         self._ring_nodes: set[str] = set()  # theirs, as last copied to under this epoch
@@ -73,6 +75,9 @@ class Replicator:
         own to keep), join the members, and start watching them."""
         self.node = node
         self.membership = Membership(self.etcd, self.prefix, node, self.lease_ttl)
+        if self.nsqd.options.replication_ack == "disk":
+            self.logs = ShadowLogs(self.nsqd.data_path, asyncio.get_running_loop())
+            self._replay_logs()
         try:
             await self._settle_previous()
             await self._join()
@@ -81,6 +86,20 @@ class Replicator:
                            "until it answers", error)
         self._tasks = [asyncio.get_running_loop().create_task(self._watch()),
                        asyncio.get_running_loop().create_task(self._renew())]
+
+    def _replay_logs(self) -> None:
+        """The copies this peer acknowledged before it stopped: each
+        shadow as its batches built it, taken over at the first look at the
+        members if its origin is gone."""
+        for origin, epoch, payloads in self.logs.load():
+            shadow = self.shadows[(origin, epoch)] = Shadow(origin, epoch)
+            shadow.created = 0.0
+            try:
+                for payload in payloads:
+                    shadow.apply(read_records(payload))
+            except ReplicationError as error:
+                self.log.error("REPLICATION: log of %s epoch %d: %s; kept what came before", origin, epoch, error)
+            self.log.info("REPLICATION: %d copies of %s epoch %d read back from disk", len(shadow), origin, epoch)
 
     async def _join(self) -> None:
         nsqd = self.nsqd
@@ -143,6 +162,8 @@ class Replicator:
                                "node's messages over, and they are dropped here at the next start", error)
         for link in list(self.links.values()):
             link.close()
+        if self.logs is not None:
+            self.logs.close()
         await self.etcd.close()
 
     # --- the etcd loops -----------------------------------------------------------------------
@@ -199,12 +220,12 @@ class Replicator:
                     break
 
     async def _take_over(self, shadow: Shadow) -> None:
-        if not len(shadow):  # told of channels and outcomes only: another peer held the copies
-            del self.shadows[(shadow.origin, shadow.epoch)]
-            return
         key = (shadow.origin, shadow.epoch)
+        if not len(shadow):  # told of channels and outcomes only: another peer held the copies
+            self._forget(key)
+            return
         owner = await self.membership.claim(*key)
-        self.shadows.pop(key, None)
+        self._forget(key)
         if owner == shadow.origin:
             self.log.info("REPLICATION: %s epoch %d was kept by its own node: dropping its %d copies here",
                           shadow.origin, shadow.epoch, len(shadow))
@@ -223,6 +244,11 @@ class Replicator:
                 self.log.warning("REPLICATION: took over %s epoch %d: %d messages delivered from here (%.1f ms)",
                                  shadow.origin, shadow.epoch, count, (time.monotonic() - began) * 1000)
 
+    def _forget(self, key: tuple[str, int]) -> None:
+        self.shadows.pop(key, None)
+        if self.logs is not None:
+            self.logs.remove(*key)
+
     def _hand_over(self, shadow: Shadow, owner: str) -> None:
         """Another survivor took the epoch over: it gets the copies held
         here too, and adopts those it lacks (an origin's successors change
@@ -232,13 +258,9 @@ class Replicator:
             self.log.error("REPLICATION: %s epoch %d was taken over by %s, which is not connected: %d copies "
                            "held here are dropped", shadow.origin, shadow.epoch, owner, len(shadow))
             return
-        records = [published_record(name, timestamp, 0, [message_id], encode_mpub_body([body]),
-                                    None if channels is None else tuple(sorted(channels)))
-                   for name, topic in shadow.topics.items()
-                   for message_id, body, timestamp, _, channels in topic.owed()]
-        link.send(shadow.origin, shadow.epoch, None, b"".join(records))
+        link.send(shadow.origin, shadow.epoch, None, shadow.as_payload())
         self.log.info("REPLICATION: %s epoch %d was taken over by %s: handed it the %d copies held here",
-                      shadow.origin, shadow.epoch, owner, len(records))
+                      shadow.origin, shadow.epoch, owner, len(shadow))
 
     # --- links to the peers --------------------------------------------------------------------
 
@@ -389,8 +411,9 @@ class Replicator:
 
     # --- as a peer -------------------------------------------------------------------------------
 
-    def receive(self, origin: str, epoch: int, payload: bytes) -> None:
-        """A ``REPL`` batch from ``origin``; raises ``ReplicationError``."""
+    def receive(self, origin: str, epoch: int, payload: bytes) -> "asyncio.Future | None":
+        """A ``REPL`` batch from ``origin``; raises ``ReplicationError``.
+        -> with --replication-ack=disk, what resolves once it is fsynced."""
         key = (origin, epoch)
         shadow = self.shadows.get(key)
         if shadow is None:
@@ -398,6 +421,15 @@ class Replicator:
                 raise ReplicationError("a batch from this node itself")
             shadow = self.shadows[key] = Shadow(origin, epoch)
         shadow.apply(read_records(payload))
+        logs = self.logs
+        if logs is None:
+            return None
+        if logs.size(origin, epoch) + len(payload) <= logs.rewrite_threshold(origin, epoch):
+            return logs.append(origin, epoch, payload)
+        logs.rewrite(origin, epoch, shadow.as_payload())  # this batch included, fsynced
+        written = asyncio.get_running_loop().create_future()
+        written.set_result(None)
+        return written
 
     # --- what operators see -----------------------------------------------------------------------
 

@@ -16,7 +16,9 @@ are done with, and others not yet, gets a set of its own.
 
 import time
 
-from ...protocol.replication import CHANNEL, DELETED, EMPTIED, ChannelEvent, Done, Published, split_bodies
+from ...protocol.commands import encode_mpub_body
+from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, ChannelEvent, Done, Published, event_record,
+                                     published_record, split_bodies)
 
 
 class Copies:
@@ -47,7 +49,10 @@ class ShadowTopic:
         self._resolved: list[Copies] = []  # waited in the topic until this batch's first channel
 
     def add(self, record: Published) -> None:
-        owed = set(record.channels) if record.channels is not None else (set(self.channels) or None)
+        if record.channels is None:  # the channels the topic has now, if any
+            owed = set(self.channels) or None
+        else:  # as the origin says; none: waiting in the topic
+            owed = set(record.channels) or None
         self.messages.update(dict.fromkeys(record.ids, Copies(record, owed)))
 
     def done(self, channel: str, ids) -> None:
@@ -120,6 +125,19 @@ class Shadow:
 
     def __len__(self) -> int:
         return sum(len(topic.messages) for topic in self.topics.values())
+
+    def as_payload(self) -> bytes:
+        """Records that rebuild this shadow: for a survivor that won its
+        takeover, or a log rewritten (shadowlog.py)."""
+        parts = []
+        now = time.time()
+        for name, topic in self.topics.items():
+            parts.extend(event_record(CHANNEL, name, channel) for channel in sorted(topic.channels))
+            for message_id, body, timestamp, deliver_at, channels in topic.owed():
+                defer_ms = max(0, int((deliver_at - now) * 1000)) if deliver_at else 0
+                parts.append(published_record(name, timestamp, defer_ms, [message_id], encode_mpub_body([body]),
+                                              () if channels is None else tuple(sorted(channels))))
+        return b"".join(parts)
 
     def _topic(self, name: str) -> ShadowTopic:
         topic = self.topics.get(name)

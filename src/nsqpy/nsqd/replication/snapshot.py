@@ -20,7 +20,7 @@ def owed_records(nsqd) -> list[tuple[bytes, int]]:
     for topic in list(nsqd.topics.values()):
         waiting = topic.queue.queued()
         if waiting:
-            records.append(_record(topic.name, waiting, None))
+            records.append(_record(topic.name, waiting, ()))
         owed: dict[bytes, tuple] = {}  # id -> (message, channels, due)
         for channel in topic.channels.values():
             held = [(m, 0.0) for m in channel.queue.queued() + channel.in_flight.messages()]
@@ -44,7 +44,7 @@ def owed_records(nsqd) -> list[tuple[bytes, int]]:
     return records
 
 
-def _record(topic: str, messages: list, channels: tuple[str, ...] | None) -> tuple[bytes, int]:
+def _record(topic: str, messages: list, channels: tuple[str, ...]) -> tuple[bytes, int]:
     """One record for ``messages`` (of one timestamp, but those waiting in
     a topic, which keep the first one's)."""
     return (published_record(topic, messages[0].timestamp, 0, [m.id for m in messages],
