@@ -32,14 +32,22 @@ def report(name: str, acked: set[str], handled) -> str:
             f"lost {len(acked - set(handled))}, duplicated {duplicated}")
 
 
-@pytest.mark.parametrize("machine_gone", [False, True], ids=["kill-9", "kill-9-and-data-dir-deleted"])
-def test_a_killed_nsqd_is_taken_over_and_comes_back_without_redelivering(replicated, topic, machine_gone):
+def streaming(replicated, topic: str, count: int, acked_first: int):
+    """Three nsqd (R=2), a gnsq consumer on channel ``ch`` through
+    nsqlookupd, and gnsq publishing ``count`` messages spread over them,
+    ``acked_first`` of them acknowledged already."""
     cluster = replicated()
     cluster.wait_connected()
     cluster.create_channel(topic, "ch")
     reader = cluster.reader(topic, "ch")
-    publisher = cluster.publisher(topic, 50_000)
-    publisher.wait_for(r"acked 15000", timeout=120)
+    publisher = cluster.publisher(topic, count)
+    publisher.wait_for(rf"acked {acked_first}", timeout=120)
+    return cluster, reader, publisher
+
+
+@pytest.mark.parametrize("machine_gone", [False, True], ids=["kill-9", "kill-9-and-data-dir-deleted"])
+def test_a_killed_nsqd_is_taken_over_and_comes_back_without_redelivering(replicated, topic, machine_gone):
+    cluster, reader, publisher = streaming(replicated, topic, 50_000, 15000)
     cluster.nsqds[1].kill()
     acked = acknowledged(publisher)
     reader.wait_for(acked, timeout=TAKEOVER_WINDOW)
@@ -154,12 +162,7 @@ def test_with_ack_on_disk_a_peer_restarted_after_a_crash_takes_over_what_it_held
 
 
 def test_a_frozen_nsqd_past_its_lease_loses_nothing(replicated, topic):
-    cluster = replicated()
-    cluster.wait_connected()
-    cluster.create_channel(topic, "ch")
-    reader = cluster.reader(topic, "ch")
-    publisher = cluster.publisher(topic, 20_000)
-    publisher.wait_for(r"acked 5000", timeout=120)
+    cluster, reader, publisher = streaming(replicated, topic, 20_000, 5000)
     frozen = cluster.nsqds[2].process
     frozen.send_signal(signal.SIGSTOP)
     try:
@@ -173,12 +176,7 @@ def test_a_frozen_nsqd_past_its_lease_loses_nothing(replicated, topic):
 
 
 def test_publishes_go_on_while_etcd_is_down_and_nothing_is_lost(replicated, topic):
-    cluster = replicated()
-    cluster.wait_connected()
-    cluster.create_channel(topic, "ch")
-    reader = cluster.reader(topic, "ch")
-    publisher = cluster.publisher(topic, 20_000)
-    publisher.wait_for(r"acked 5000", timeout=120)
+    cluster, reader, publisher = streaming(replicated, topic, 20_000, 5000)
     cluster.etcd.stop()
     wait_until(lambda: not cluster.stats(0)["replication"]["etcd_ok"], timeout=30)
     publisher.wait_for(r"acked 10000", timeout=120)  # still acknowledged, with the peers already connected

@@ -518,12 +518,18 @@ class V2Protocol(asyncio.Protocol):
         if acks is None:
             client.send_frame(OK_FRAME)
             return None
-        return self._ok_once_replicated(client, acks)
+        return self._ok_once(client, acks)
 
     @staticmethod
-    async def _ok_once_replicated(client: ClientV2, acks) -> None:
-        """A replicated nsqd answers a publish once its peers hold copies."""
-        await acks
+    async def _ok_once(client: ClientV2, waiting) -> None:
+        """OK once ``waiting`` is done: a replicated nsqd's publish once its
+        peers hold copies; a peer's REPL batch once it is fsynced
+        (--replication-ack=disk), where a write the disk refused closes the
+        link and the origin gives the batch to another peer."""
+        try:
+            await waiting
+        except OSError as error:
+            raise ProtocolError("E_REPL_FAILED", f"REPL failed {error}") from None
         client.send_frame(OK_FRAME)
 
     def repl(self, client: ClientV2, command) -> Awaitable[None] | None:
@@ -540,17 +546,7 @@ class V2Protocol(asyncio.Protocol):
         if writing is None:
             client.send_frame(OK_FRAME)
             return None
-        return self._ok_once_written(client, writing)
-
-    @staticmethod
-    async def _ok_once_written(client: ClientV2, writing) -> None:
-        """--replication-ack=disk: OK once the batch is fsynced; the origin
-        gives a batch the disk refused to another peer."""
-        try:
-            await writing
-        except OSError as error:
-            raise ProtocolError("E_REPL_FAILED", f"REPL failed {error}") from None
-        client.send_frame(OK_FRAME)
+        return self._ok_once(client, writing)
 
 
 _HANDLERS: Final = {

@@ -1,0 +1,47 @@
+"""Starting a replicated nsqd: one clear line for what cannot work, and
+what it does when etcd is not there yet."""
+
+import subprocess
+import sys
+
+import pytest
+
+from nsqpy.localcluster import nsqd_process
+from tests.support.wire import http, http_json, wait_until
+
+pytestmark = pytest.mark.replication
+
+
+def nsqd_exits(tmp_path, *flags: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "nsqpy.cli.nsqd", f"--data-path={tmp_path}",
+                             "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0", *flags],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode in (1, 2), result.stderr  # a bad value (2, as Go's flag package), or FATAL (1)
+    return result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("flags, line", [
+    (("--replication-factor=2",), "--replication-factor above 1 needs --etcd-endpoint"),
+    (("--replication-factor=4", "--etcd-endpoint=http://127.0.0.1:1"), "--replication-factor 4 must be 1, 2 or 3"),
+    (("--replication-factor=2", "--etcd-endpoint=http://127.0.0.1:1", "--replication-ack=tape"),
+     "--replication-ack: 'tape' is not one of memory, disk"),
+])
+def test_what_cannot_work_is_one_line(tmp_path, flags, line):
+    assert line in nsqd_exits(tmp_path, *flags)
+
+
+def test_a_second_nsqd_with_the_same_node_id_is_refused(replicated, tmp_path):
+    cluster = replicated(count=1, factor=2)
+    first = cluster.nsqds[0]
+    line = nsqd_exits(tmp_path, "--node-id=1", "--replication-factor=2", f"--etcd-endpoint={cluster.etcd.client_url}",
+                      "--broadcast-address=127.0.0.1")
+    assert f"--node-id 1 is also the node id of replicated nsqd {first.tcp_address}" in line
+
+
+def test_without_etcd_it_starts_and_accepts_publishes_with_a_loud_line(tmp_path, topic):
+    with nsqd_process(str(tmp_path), "--replication-factor=2", "--etcd-endpoint=http://127.0.0.1:1") as nsqd:
+        nsqd.wait_for_log("REPLICATION: etcd unavailable .*accepting publishes without replicas")
+        assert http("POST", f"{nsqd.http_url}/pub?topic={topic}", b"alone")[0] == 200
+        replication = http_json("GET", f"{nsqd.http_url}/stats?format=json")[1]["replication"]
+        assert replication["etcd_ok"] is False and replication["under_replicated_messages"] == 1
+        wait_until(lambda: "etcd unavailable" in nsqd.output.split("listening on")[-1], timeout=30)
