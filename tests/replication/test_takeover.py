@@ -161,6 +161,25 @@ def test_with_ack_on_disk_a_peer_restarted_after_a_crash_takes_over_what_it_held
     assert cluster.stats(1)["replication"]["takeovers"] == 1
 
 
+def test_a_channel_paused_at_the_dead_node_is_paused_where_it_is_taken_over(replicated, topic):
+    cluster = replicated()
+    cluster.wait_connected()
+    origin = cluster.nsqds[0]
+    assert http("POST", f"{origin.http_url}/topic/create?topic={topic}")[0] == 200
+    assert http("POST", f"{origin.http_url}/channel/create?topic={topic}&channel=ch")[0] == 200
+    assert http("POST", f"{origin.http_url}/channel/pause?topic={topic}&channel=ch")[0] == 200
+    mpub(origin, topic, range(10))
+    origin.kill()
+
+    def adopted():
+        for index in (1, 2):
+            for t in cluster.stats(index)["topics"]:
+                if t["topic_name"] == topic and t["channels"] and t["channels"][0]["depth"] == 10:
+                    return t["channels"][0]
+    channel = wait_until(adopted, timeout=TAKEOVER_WINDOW)
+    assert channel["paused"] is True
+
+
 def test_a_frozen_nsqd_past_its_lease_loses_nothing(replicated, topic):
     cluster, reader, publisher = streaming(replicated, topic, 20_000, 5000)
     frozen = cluster.nsqds[2].process

@@ -5,7 +5,7 @@ import pytest
 
 from nsqpy.nsqd.replication.shadow import Shadow
 from nsqpy.protocol.commands import encode_mpub_body
-from nsqpy.protocol.replication import (CHANNEL, DELETED, EMPTIED, ChannelEvent, Done, Published, ReplicationError,
+from nsqpy.protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, UNPAUSED, ChannelEvent, Done, Published, ReplicationError,
                                         BatchWriter, done_record, event_record, published_record, read_records)
 
 ID_A, ID_B, ID_C = b"0" * 15 + b"a", b"0" * 15 + b"b", b"0" * 15 + b"c"
@@ -87,6 +87,18 @@ def test_deleted_and_emptied_channels_are_owed_nothing():
     assert owed(shadow) == {}
     shadow.apply(read_records(batch(pub("t", ID_C, b"z"), event_record(DELETED, "t", ""))))
     assert shadow.topics == {}
+
+
+def test_pauses_follow_the_origin_and_rebuild_from_the_shadows_records():
+    shadow = Shadow("n1:4150", 7)
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"),
+                                    event_record(PAUSED, "t", "a"), event_record(PAUSED, "t", ""),
+                                    event_record(PAUSED, "t", "b"), event_record(UNPAUSED, "t", "b"),
+                                    pub("t", ID_A, b"x"))))
+    assert shadow.topics["t"].paused == {"a", ""}
+    rebuilt = Shadow("n1:4150", 7)
+    rebuilt.apply(read_records(shadow.as_payload()))
+    assert rebuilt.topics["t"].paused == {"a", ""} and owed(rebuilt) == {ID_A: {"a", "b"}}
 
 
 def test_a_done_for_a_message_this_peer_never_held_changes_nothing():

@@ -24,6 +24,7 @@ from typing import Final
 
 from ..protocol.errors import E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED, ProtocolError
 from ..protocol.names import is_ephemeral
+from ..protocol.replication import EMPTIED, PAUSED, UNPAUSED
 from ..diskqueue import DiskQueue
 from .batch import Batch
 from .bounds import DepthLimit
@@ -449,10 +450,18 @@ class Channel:
 
     def pause(self) -> None:
         self.paused = True
+        self._tell_peers(PAUSED)
 
     def unpause(self) -> None:
         self.paused = False
         self.schedule_dispatch()
+        self._tell_peers(UNPAUSED)
+
+    def _tell_peers(self, kind: int) -> None:
+        """A replicated nsqd's peers keep up with what operators do (replication/)."""
+        replication = self.replication
+        if replication is not None:
+            replication.changed(self.topic.name, self.name, kind)
 
     def empty(self) -> None:
         """Drop everything queued, deferred and in flight (NSQ's /channel/empty)."""
@@ -461,9 +470,7 @@ class Channel:
         self.queue.clear()
         if self.deferred_disk is not None:
             self.deferred_disk.empty()
-        replication = self.replication
-        if replication is not None:
-            replication.changed(self.topic.name, self.name, emptied=True)
+        self._tell_peers(EMPTIED)
 
     def close(self) -> int:
         """Stop, and write queued, in-flight and deferred messages to disk.

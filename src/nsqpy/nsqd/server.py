@@ -12,6 +12,7 @@ import time
 
 from ..diskqueue import DiskQueue
 from ..errors import StartupError
+from ..protocol import replication as replication_records
 from ..net import ListenError, bound_address, bound_port, close_listeners, listen, serve_tcp
 from ..protocol import NSQ_VERSION
 from ..protocol import lookup as lookup_v1
@@ -287,7 +288,8 @@ class NSQD:
         for peer in self.lookup_peers.values():
             peer.send(command)
         if self.replication is not None:
-            self.replication.changed(topic.name, name, deleted=deleted)
+            self.replication.changed(topic.name, name, replication_records.DELETED if deleted
+                                     else replication_records.CHANNEL)
         if not (topic.ephemeral or (channel is not None and channel.ephemeral)):
             self.persist_metadata_soon(topic)
 

@@ -8,6 +8,7 @@ backlog in chunks so a large one never stalls the event loop.
 from typing import Final
 
 from ..protocol.names import is_ephemeral
+from ..protocol.replication import EMPTIED, PAUSED, UNPAUSED
 from .batch import Batch
 from .bounds import DepthLimit
 from .channel import Channel
@@ -201,16 +202,22 @@ class Topic:
 
     def pause(self) -> None:
         self.paused = True
+        self._tell_peers(PAUSED)
 
     def unpause(self) -> None:
         self.paused = False
         self._schedule_drain()
+        self._tell_peers(UNPAUSED)
 
     def empty(self) -> None:
         self.queue.clear()
+        self._tell_peers(EMPTIED)
+
+    def _tell_peers(self, kind: int) -> None:
+        """A replicated nsqd's peers keep up with what operators do (replication/)."""
         replication = self.nsqd.replication
         if replication is not None:
-            replication.changed(self.name, None, emptied=True)
+            replication.changed(self.name, None, kind)
 
     def close(self) -> int:
         """Persist everything (channels first) and stop. Returns messages persisted."""

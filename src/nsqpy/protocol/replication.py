@@ -19,7 +19,8 @@ A record is a kind byte, then its fields; names are ``[uint16 size][ascii]``:
 - ``F`` messages done on a channel (finished, dead-lettered, expired):
   topic, channel, ``[uint32] count``, ``count`` ids.
 - ``C`` a channel exists; ``D`` a channel (or with an empty channel name,
-  the topic) was deleted; ``E`` emptied: topic, channel.
+  the topic) was deleted; ``E`` emptied; ``S`` paused; ``U`` unpaused:
+  topic, channel.
 
 Bytes in, values out, as every codec here.
 """
@@ -35,6 +36,8 @@ DONE: Final = ord("F")
 CHANNEL: Final = ord("C")
 DELETED: Final = ord("D")
 EMPTIED: Final = ord("E")
+PAUSED: Final = ord("S")
+UNPAUSED: Final = ord("U")
 
 #: a ``P`` record whose message goes to the channels its topic has then
 TOPIC_CHANNELS: Final = 0xFFFF
@@ -61,7 +64,7 @@ class Done(NamedTuple):
 
 
 class ChannelEvent(NamedTuple):
-    kind: int  # CHANNEL, DELETED or EMPTIED
+    kind: int  # CHANNEL, DELETED, EMPTIED, PAUSED or UNPAUSED
     topic: str
     channel: str  # "" with DELETED or EMPTIED: the topic itself
 
@@ -174,7 +177,7 @@ def read_records(payload: bytes) -> Iterator[Published | Done | ChannelEvent]:
         elif kind == DONE:
             channel = cursor.name()
             yield Done(topic, channel, cursor.ids())
-        elif kind in (CHANNEL, DELETED, EMPTIED):
+        elif kind in (CHANNEL, DELETED, EMPTIED, PAUSED, UNPAUSED):
             yield ChannelEvent(kind, topic, cursor.name())
         else:
             raise ReplicationError(f"unknown record kind {kind!r}")

@@ -18,7 +18,7 @@ from ...atomicfile import write_atomically
 from ...errors import StartupError
 from ...ratelog import RateLimitedLog
 from ...protocol.commands import encode_mpub_body
-from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, ReplicationError, done_record, event_record,
+from ...protocol.replication import (CHANNEL, PAUSED, ReplicationError, done_record, event_record,
                                      published_record, read_records)
 from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink
@@ -290,8 +290,12 @@ class Replicator:
         """A new link first learns every channel, so that the copies it
         gets go to the right ones."""
         for topic in self.nsqd.topics.values():
-            for name in topic.channels:
+            if topic.paused:
+                link.writer.add(event_record(PAUSED, topic.name, ""))
+            for name, channel in topic.channels.items():
                 link.writer.add(event_record(CHANNEL, topic.name, name))
+                if channel.paused:
+                    link.writer.add(event_record(PAUSED, topic.name, name))
         self._ring_changed()
         self._schedule_flush()
         self.log.info("REPLICATION: connected to peer %s", link.node)
@@ -373,8 +377,9 @@ class Replicator:
             link.writer.add(record)
         self._schedule_flush()
 
-    def changed(self, topic: str, channel: str | None, deleted: bool = False, emptied: bool = False) -> None:
-        kind = EMPTIED if emptied else DELETED if deleted else CHANNEL
+    def changed(self, topic: str, channel: str | None, kind: int) -> None:
+        """A channel (``None``: the topic) was created, deleted, emptied,
+        paused or unpaused (protocol/replication.py's kinds)."""
         if kind == CHANNEL and channel is None:
             return  # a topic on its own owes nothing to anyone
         record = event_record(kind, topic, channel or "")

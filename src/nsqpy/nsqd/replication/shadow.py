@@ -17,8 +17,8 @@ are done with, and others not yet, gets a set of its own.
 import time
 
 from ...protocol.commands import encode_mpub_body
-from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, ChannelEvent, Done, Published, event_record,
-                                     published_record, split_bodies)
+from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, UNPAUSED, ChannelEvent, Done, Published,
+                                     event_record, published_record, split_bodies)
 
 
 class Copies:
@@ -41,10 +41,11 @@ class Copies:
 
 
 class ShadowTopic:
-    __slots__ = ("channels", "messages", "_resolved")
+    __slots__ = ("channels", "paused", "messages", "_resolved")
 
     def __init__(self) -> None:
         self.channels: set[str] = set()
+        self.paused: set[str] = set()  # paused at the origin: channel names, "" for the topic
         self.messages: dict[bytes, Copies] = {}  # id -> the record that holds it, in publish order
         self._resolved: list[Copies] = []  # waited in the topic until this batch's first channel
 
@@ -133,6 +134,7 @@ class Shadow:
         now = time.time()
         for name, topic in self.topics.items():
             parts.extend(event_record(CHANNEL, name, channel) for channel in sorted(topic.channels))
+            parts.extend(event_record(PAUSED, name, channel) for channel in sorted(topic.paused))
             for message_id, body, timestamp, deliver_at, channels in topic.owed():
                 defer_ms = max(0, int((deliver_at - now) * 1000)) if deliver_at else 0
                 parts.append(published_record(name, timestamp, defer_ms, [message_id], encode_mpub_body([body]),
@@ -166,13 +168,14 @@ class Shadow:
             self._topic(event.topic).channel_created(event.channel)
             touched.add(event.topic)
             return
-        topic = self.topics.get(event.topic)
+        topic = self._topic(event.topic) if event.kind == PAUSED else self.topics.get(event.topic)
         if topic is None:
             return
         if event.kind == DELETED:
             if event.channel:
                 topic.forget_channel(event.channel)
                 topic.channels.discard(event.channel)
+                topic.paused.discard(event.channel)
             else:
                 del self.topics[event.topic]
         elif event.kind == EMPTIED:
@@ -180,3 +183,7 @@ class Shadow:
                 topic.forget_channel(event.channel)
             else:
                 topic.forget_waiting()
+        elif event.kind == PAUSED:
+            topic.paused.add(event.channel)
+        elif event.kind == UNPAUSED:
+            topic.paused.discard(event.channel)

@@ -11,7 +11,8 @@ from .shadow import Shadow
 def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[bytes]) -> int:
     """Every message of ``shadow`` into this nsqd's topics and channels,
     owed to the channels the origin still owed it to (or waiting in the
-    topic, as it was there), deferred ones still deferred, but for those
+    topic, as it was there), deferred ones still deferred, a topic or
+    channel made here for them paused as it was there, but for those
     in ``adopted_before`` (their ids are added to it). ``replicate``
     (topic, message, channels) gives each adopted copy to this node's own
     peers. -> how many messages were adopted."""
@@ -22,8 +23,13 @@ def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[bytes]) -> int:
         if not owed:
             continue
         adopted_before.update(entry[0] for entry in owed)
+        new_topic = name not in nsqd.topics
         topic = nsqd.get_topic(name)
+        if new_topic and "" in shadow_topic.paused:
+            topic.pause()
         for channel_name in sorted(shadow_topic.channels):
+            if channel_name not in topic.channels and channel_name in shadow_topic.paused:
+                topic.get_channel(channel_name).pause()  # paused where it was, not here: paused here too
             topic.get_channel(channel_name)
         waiting: list[Message] = []
         due: dict[str, list[Message]] = {}
