@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from nsqpy.localcluster import nsqd_process
-from tests.support.wire import http, http_json, wait_until
+from nsqpy.protocol.replication import repl_command
+from tests.support.wire import WireConn, http, http_json, wait_until
 
 pytestmark = pytest.mark.replication
 
@@ -45,3 +46,31 @@ def test_without_etcd_it_starts_and_accepts_publishes_with_a_loud_line(tmp_path,
         replication = http_json("GET", f"{nsqd.http_url}/stats?format=json")[1]["replication"]
         assert replication["etcd_ok"] is False and replication["under_replicated_messages"] == 1
         wait_until(lambda: "etcd unavailable" in nsqd.output.split("listening on")[-1], timeout=30)
+
+
+def test_repl_is_an_unknown_command_to_an_nsqd_that_does_not_replicate(nsqd):
+    with WireConn(nsqd.tcp_hostport) as conn:
+        conn.send(repl_command("127.0.0.1:4150", 7, b""))
+        error = conn.error()
+        assert (error.code, error.description) == ("E_INVALID", "invalid command REPL")
+        conn.expect_closed()
+
+
+@pytest.mark.parametrize("origin, epoch, payload, refusal", [
+    ("../../escape:1", 7, b"", "origin '../../escape:1' epoch 7 is no node's"),
+    ("10.0.0.9:4150", 7, b"F\x00\x01t\x00\x02ch\xff\xff\xff\xff", "4294967295 ids in a record"),
+    ("10.0.0.9:4150", 7, b"Q\x00\x01t", "unknown record kind"),
+])
+def test_a_batch_that_does_not_parse_closes_its_link_and_changes_nothing(replicated, topic, origin, epoch, payload,
+                                                                          refusal):
+    cluster = replicated(count=1, factor=2)
+    node = cluster.nsqds[0]
+    with WireConn(node.tcp_hostport) as conn:
+        conn.send(repl_command(origin, epoch, payload))
+        error = conn.error()
+        assert error.code == "E_BAD_BODY" and refusal in error.description
+        conn.expect_closed()
+    assert cluster.stats(0)["replication"]["shadows"] == []
+    assert not (cluster.tmp_path / "nsqd0" / "replication").exists() or not any(
+        (cluster.tmp_path / "nsqd0" / "replication").iterdir())
+    assert http("GET", f"{node.http_url}/ping")[0] == 200

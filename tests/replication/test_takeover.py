@@ -190,7 +190,7 @@ def test_a_frozen_nsqd_past_its_lease_loses_nothing(replicated, topic):
         frozen.send_signal(signal.SIGCONT)
     acked = acknowledged(publisher)
     reader.wait_for(acked, timeout=TAKEOVER_WINDOW)
-    cluster.nsqds[2].wait_for_log("took it over: dropped|nobody took it over", timeout=30)
+    cluster.nsqds[2].wait_for_log("took it over: handed|nobody took it over", timeout=30)
     print(report("SIGSTOP for twice the lease", acked, reader.handled()))
 
 

@@ -1,11 +1,15 @@
 """The REPL codec and what a peer's shadow makes of an origin's records:
 which channels each message is still owed to."""
 
+import os
+import struct
+
 import pytest
 
 from nsqpy.nsqd.replication.shadow import Shadow
+from nsqpy.nsqd.replication.shadowlog import ShadowLogs
 from nsqpy.protocol.commands import encode_mpub_body
-from nsqpy.protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, UNPAUSED, ChannelEvent, Done, Published, ReplicationError,
+from nsqpy.protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, UNPAUSED, ChannelEvent, Done, Published, ReplicationError,
                                         BatchWriter, done_record, event_record, published_record, read_records)
 
 ID_A, ID_B, ID_C = b"0" * 15 + b"a", b"0" * 15 + b"b", b"0" * 15 + b"c"
@@ -39,6 +43,8 @@ def test_records_read_back_as_written():
 @pytest.mark.parametrize("payload", [
     b"P", b"P\x00\x01t" + b"x" * 10, b"Z\x00\x01t", b"F\x00\x01t\x00\x02ch\x00\x00\x00\x05",
     published_record("t", 1, 0, [ID_A, ID_B], encode_mpub_body([b"only one"])),
+    b"F\x00\x01t\x00\x02ch\xff\xff\xff\xff",  # four billion ids claimed: refused before anything is made
+    published_record("t", 1, 0, [ID_A], b"\x00\x00\x00\x01\x00\x00\x10\x00short"),  # a body size past the end
 ])
 def test_a_payload_that_does_not_parse_is_refused(payload):
     with pytest.raises(ReplicationError):
@@ -99,6 +105,25 @@ def test_pauses_follow_the_origin_and_rebuild_from_the_shadows_records():
     rebuilt = Shadow("n1:4150", 7)
     rebuilt.apply(read_records(shadow.as_payload()))
     assert rebuilt.topics["t"].paused == {"a", ""} and owed(rebuilt) == {ID_A: {"a", "b"}}
+
+
+def test_a_reset_forgets_everything_the_records_after_it_rebuild():
+    shadow = Shadow("n1:4150", 7)
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), pub("t", ID_A, b"x"))))
+    shadow.apply(read_records(batch(event_record(RESET, "", ""), event_record(CHANNEL, "t", "a"),
+                                    pub("t", ID_B, b"y"))))
+    assert owed(shadow) == {ID_B: {"a"}}
+
+
+def test_a_log_cut_by_a_crash_is_read_to_its_last_whole_frame_and_trimmed_there(tmp_path):
+    logs = ShadowLogs(str(tmp_path), loop=None)
+    whole = batch(pub("t", ID_A, b"x"))
+    os.makedirs(logs.directory)
+    path = os.path.join(logs.directory, "127.0.0.1_4150.7.log")
+    with open(path, "wb") as f:
+        f.write(struct.pack(">I", len(whole)) + whole + struct.pack(">I", 100) + b"cut")
+    assert logs.load() == [("127.0.0.1:4150", 7, [whole])]
+    assert os.path.getsize(path) == 4 + len(whole)
 
 
 def test_a_done_for_a_message_this_peer_never_held_changes_nothing():

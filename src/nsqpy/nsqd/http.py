@@ -1,5 +1,6 @@
 """nsqd's HTTP API on aiohttp, with NSQ's paths, status codes and bodies."""
 
+import asyncio
 import socket
 
 from aiohttp import web
@@ -119,7 +120,7 @@ class HttpApi:
             raise HttpError(500, "INTERNAL_ERROR") from None
         acks = None if nsqd.replication is None else nsqd.replication.acks()
         if acks is not None:  # a replicated nsqd answers once its peers hold copies
-            await acks
+            await asyncio.shield(acks)  # shared by the turn's publishes: one request's end cancels none
         return text_response("OK")
 
     async def pub(self, request):

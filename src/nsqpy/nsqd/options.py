@@ -202,5 +202,8 @@ class NsqdOptions:
         if self.replication_factor > 1 and self.tls_required != "false":
             raise ValueError("--replication-factor above 1 does not work with --tls-required yet "
                              "(peers replicate over plain TCP)")
+        if self.replication_factor > 1 and self.auth_http_addresses:
+            raise ValueError("--replication-factor above 1 does not work with --auth-http-address yet "
+                             "(peers replicate without AUTH)")
         if not 2 <= self.replication_lease <= 60:
             raise ValueError(f"--replication-lease {format_duration(self.replication_lease)} must be in [2s, 60s]")

@@ -129,6 +129,8 @@ class NSQD:
                 await self._serve_http(sites)
         except BaseException as error:
             await self._close_listeners()
+            if self.replication is not None and self.replication.epoch:
+                await self.replication.stop()
             for sock in sockets:
                 sock.close()
             for peer in self.lookup_peers.values():

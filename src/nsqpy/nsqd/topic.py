@@ -61,7 +61,7 @@ class Topic:
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
         replication = self.nsqd.replication
         if replication is not None:
-            replication.published(self.name, messages, int(defer * 1000))
+            replication.published(self.name, messages, int(defer * 1000), self._fan_out_channels())
         if not self._to_channels_now():
             self.queue.put_many(messages)
             self.limit.trim(self.queue)
@@ -82,7 +82,8 @@ class Topic:
         batch = Batch(body, count, timestamp, self.guid.reserve(count))
         replication = self.nsqd.replication
         if replication is not None:
-            replication.published_mpub(self.name, timestamp, batch.ids.copy().take(count), body)
+            replication.published_mpub(self.name, timestamp, batch.ids.copy().take(count), body,
+                                       self._fan_out_channels())
         if not self._to_channels_now():
             self.queue.put_batch(batch)
             self.limit.trim(self.queue)
@@ -91,6 +92,11 @@ class Topic:
                 channel.put_batch(own)
         self.message_count += count
         self.message_bytes += len(body) - 4 * (count + 1)
+
+    def _fan_out_channels(self) -> tuple[str, ...]:
+        """The channels a message published now goes to; none while it
+        waits in the topic (a replicated nsqd's peers are told which)."""
+        return tuple(self.channels) if self._to_channels_now() else ()
 
     def _check_open(self, incoming: int) -> None:
         if self.exiting:

@@ -20,7 +20,8 @@ A record is a kind byte, then its fields; names are ``[uint16 size][ascii]``:
   topic, channel, ``[uint32] count``, ``count`` ids.
 - ``C`` a channel exists; ``D`` a channel (or with an empty channel name,
   the topic) was deleted; ``E`` emptied; ``S`` paused; ``U`` unpaused:
-  topic, channel.
+  topic, channel. ``X`` (empty topic and channel): forget everything of
+  this origin's epoch, what follows rebuilds it (a link that starts again).
 
 Bytes in, values out, as every codec here.
 """
@@ -29,7 +30,8 @@ import functools
 import struct
 from typing import Final, Iterator, NamedTuple
 
-from .commands import int32_at
+from .commands import REPL_MAX_BODY, check_mpub_body, int32_at
+from .errors import ProtocolError
 
 PUBLISHED: Final = ord("P")
 DONE: Final = ord("F")
@@ -38,6 +40,7 @@ DELETED: Final = ord("D")
 EMPTIED: Final = ord("E")
 PAUSED: Final = ord("S")
 UNPAUSED: Final = ord("U")
+RESET: Final = ord("X")
 
 #: a ``P`` record whose message goes to the channels its topic has then
 TOPIC_CHANNELS: Final = 0xFFFF
@@ -64,7 +67,7 @@ class Done(NamedTuple):
 
 
 class ChannelEvent(NamedTuple):
-    kind: int  # CHANNEL, DELETED, EMPTIED, PAUSED or UNPAUSED
+    kind: int  # CHANNEL, DELETED, EMPTIED, PAUSED, UNPAUSED or RESET
     topic: str
     channel: str  # "" with DELETED or EMPTIED: the topic itself
 
@@ -114,10 +117,14 @@ class BatchWriter:
         self.published += published
 
     def take(self) -> bytes:
-        payload = b"".join(self.parts)
+        return b"".join(self.take_parts()[0])
+
+    def take_parts(self) -> tuple[list[bytes], int]:
+        """(the records, how many messages they carry), and a fresh batch."""
+        taken = self.parts, self.published
         self.parts = []
         self.published = 0
-        return payload
+        return taken
 
 
 @functools.lru_cache(maxsize=1024)
@@ -147,6 +154,8 @@ class _Cursor:
 
     def ids(self) -> tuple[bytes, ...]:
         (count,) = self.unpack(_SIZE)
+        if count * ID_SIZE > len(self.data) - self.pos:
+            raise ReplicationError(f"{count} ids in a record of {len(self.data) - self.pos} bytes")
         return _ids_shape(count).unpack(self.take(count * ID_SIZE))
 
     def name(self) -> str:
@@ -171,13 +180,17 @@ def read_records(payload: bytes) -> Iterator[Published | Done | ChannelEvent]:
             ids = cursor.ids()
             (size,) = cursor.unpack(_SIZE)
             bodies = cursor.take(size)
-            if size < 4 or int32_at(bodies, 0) != len(ids):
-                raise ReplicationError(f"{len(ids)} ids for bodies that do not say as many")
+            try:
+                count = check_mpub_body(bodies, REPL_MAX_BODY, REPL_MAX_BODY)
+            except ProtocolError as error:
+                raise ReplicationError(f"bodies: {error.description}") from None
+            if count != len(ids):
+                raise ReplicationError(f"{len(ids)} ids for {count} bodies")
             yield Published(topic, timestamp, defer_ms, channels, ids, bodies)
         elif kind == DONE:
             channel = cursor.name()
             yield Done(topic, channel, cursor.ids())
-        elif kind in (CHANNEL, DELETED, EMPTIED, PAUSED, UNPAUSED):
+        elif kind in (CHANNEL, DELETED, EMPTIED, PAUSED, UNPAUSED, RESET):
             yield ChannelEvent(kind, topic, cursor.name())
         else:
             raise ReplicationError(f"unknown record kind {kind!r}")

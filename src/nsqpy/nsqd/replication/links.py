@@ -15,19 +15,21 @@ from ...protocol import commands
 from ...protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, HEARTBEAT, MAGIC_V2, OK, FrameReader
 from ...protocol.replication import BatchWriter, repl_command
 
+BATCH_BYTES = 16 * 1024 * 1024  # a batch past this is cut between records (a peer takes up to 256 MB)
+
 
 class Acks:
     """The publishes of one turn: resolved once ``needed`` peers hold them.
-    ``published`` is the turn's P records alone, sent again to another
-    peer when one is lost before it answered."""
+    A peer lost before it answered is replaced by the next successor, which
+    gets a copy of everything held (Replicator._ring_changed), and answers
+    for it."""
 
-    __slots__ = ("future", "needed", "holders", "published", "messages", "under_replicated")
+    __slots__ = ("future", "needed", "holders", "messages", "under_replicated")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, needed: int):
         self.future: asyncio.Future = loop.create_future()
         self.needed = needed
         self.holders: set[str] = set()  # peers that were sent the messages
-        self.published: list[bytes] = []
         self.messages = 0
         self.under_replicated = 0  # copies that no peer could take
 
@@ -53,7 +55,8 @@ class PeerLink(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.frames = FrameReader()
         self.writer = BatchWriter()
-        self.unacked: collections.deque[tuple[Acks | None, float, int]] = collections.deque()
+        # per batch sent and not yet answered: the publishes waiting for it, when, how many messages
+        self.unacked: collections.deque[tuple[list[Acks], float, int]] = collections.deque()
         self.ready = False
         self.closing = False
         self.batches = 0
@@ -63,6 +66,9 @@ class PeerLink(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        if self.closing:  # the peer left the members while this connected
+            transport.abort()
+            return
         transport.write(MAGIC_V2)
         self.ready = True
         self.on_ready(self)
@@ -76,8 +82,7 @@ class PeerLink(asyncio.Protocol):
             return
         for frame_type, payload in frames:
             if frame_type == FRAME_TYPE_RESPONSE and payload == OK and self.unacked:
-                acks, _, _ = self.unacked.popleft()
-                if acks is not None:
+                for acks in self.unacked.popleft()[0]:
                     acks.acked()
             elif frame_type == FRAME_TYPE_RESPONSE and payload == HEARTBEAT:
                 self.transport.write(commands.encode_command(b"NOP"))
@@ -90,24 +95,38 @@ class PeerLink(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.ready = False
         unacked, self.unacked = self.unacked, collections.deque()
-        self.on_lost(self, [acks for acks, _, _ in unacked if acks is not None])
+        self.on_lost(self, [acks for waiting, _, _ in unacked for acks in waiting])
 
     # --- sending ------------------------------------------------------------------------------------
 
-    def send(self, origin: str, epoch: int, acks: Acks | None, payload: bytes | None = None) -> None:
-        """The records written since the last send (or ``payload``) as one
-        ``REPL`` batch; ``acks`` learns of its OK."""
-        if payload is None:
-            published = self.writer.published
-            payload = self.writer.take()
-        else:
-            published = 0
-        if not payload or self.transport is None or not self.ready:
-            return
-        self.transport.write(repl_command(origin, epoch, payload))
-        self.unacked.append((acks, time.monotonic(), published))
-        self.batches += 1
+    def send(self, origin: str, epoch: int, acks: list[Acks]) -> bool:
+        """The records written since the last send, as ``REPL`` batches of
+        at most ``BATCH_BYTES`` (cut between records); ``acks`` learn of
+        the last one's OK. False when the link is not up: nothing is sent,
+        and the records are dropped (the link's next start copies anew)."""
+        parts, published = self.writer.take_parts()
+        if self.transport is None or not self.ready:
+            return False
+        if not parts:
+            for waiting in acks:  # nothing of theirs is on this link
+                waiting.acked()
+            return True
+        batches, current, size = [], [], 0
+        for part in parts:
+            if size and size + len(part) > BATCH_BYTES:
+                batches.append(current)
+                current, size = [], 0
+            current.append(part)
+            size += len(part)
+        batches.append(current)
+        now = time.monotonic()
+        for index, batch in enumerate(batches):
+            last = index == len(batches) - 1
+            self.transport.write(repl_command(origin, epoch, b"".join(batch)))
+            self.unacked.append((acks if last else [], now, published if last else 0))
+        self.batches += len(batches)
         self.messages += published
+        return True
 
     def lag(self) -> tuple[int, float]:
         """(messages sent and not yet acknowledged, age in ms of the oldest such batch)."""

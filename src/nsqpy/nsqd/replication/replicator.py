@@ -12,13 +12,14 @@ import asyncio
 import json
 import logging
 import os
+import re
 import time
 
 from ...atomicfile import write_atomically
 from ...errors import StartupError
 from ...ratelog import RateLimitedLog
 from ...protocol.commands import encode_mpub_body
-from ...protocol.replication import (CHANNEL, PAUSED, ReplicationError, done_record, event_record,
+from ...protocol.replication import (CHANNEL, PAUSED, RESET, ReplicationError, done_record, event_record,
                                      published_record, read_records)
 from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink
@@ -29,6 +30,7 @@ from .snapshot import owed_records
 from .takeover import adopt, let_go
 
 EPOCH_FILE = "nsqd.replication.json"
+NODE_NAME = re.compile(r"[A-Za-z0-9.\-]{1,253}:[0-9]{1,5}")  # a broadcast host:port, as nodes name themselves
 WATCH_INTERVAL = 0.5  # how often the members are read: a takeover starts this long after a lease ends
 SETTLE_WAIT = 3.0
 ADOPTIONS_KEPT = 64  # epochs taken over whose ids are kept, so a late hand-over adopts only what is new  # after a crash, how long a restarted node waits for a survivor to claim what it had
@@ -55,6 +57,7 @@ class Replicator:
         self.etcd_ok = False
         self.logs: ShadowLogs | None = None  # --replication-ack=disk: the shadows' logs
         self._acks: Acks | None = None
+        self._pending_acks: dict[str, list[Acks]] = {}  # per link: publishes it answers for in place of a lost one
         self._ring: list[PeerLink] = []  # the peers that take this node's copies
         self._ring_nodes: set[str] = set()  # theirs, as last copied to under this epoch
         self._flush_scheduled = False
@@ -160,6 +163,7 @@ class Replicator:
             except EtcdUnavailable as error:
                 self.log.error("REPLICATION: etcd unavailable at stop (%s): a survivor may take this "
                                "node's messages over, and they are dropped here at the next start", error)
+            self.membership.epoch = 0
         for link in list(self.links.values()):
             link.close()
         if self.logs is not None:
@@ -173,7 +177,8 @@ class Replicator:
         while True:
             await asyncio.sleep(interval)
             try:
-                if not self.epoch:
+                if not self.epoch:  # etcd was not there at start, or fencing could not join again
+                    await self._settle_previous()
                     await self._join()
                 elif not await self.membership.renew():
                     await self._fenced()
@@ -185,16 +190,27 @@ class Replicator:
                                          "answers")
             except StartupError as error:
                 self._etcd_trouble.error(f"REPLICATION: {error}")
+            except Exception:  # noqa: BLE001 - the loop must outlive any one failure
+                self.log.exception("REPLICATION: renewing the lease failed")
 
     async def _fenced(self) -> None:
         """This node's lease ended while it lived (frozen, or cut off):
         whoever owns the epoch now delivers what it accepted."""
         epoch = self.epoch
         owner = await self.membership.claim(self.node, epoch)
-        if owner != self.node:
+        link = self.links.get(owner)
+        if owner != self.node and (link is None or not link.ready):
+            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, which is not connected: "
+                           "keeping the messages held here (both may deliver some)", epoch, owner)
+        elif owner != self.node:
+            # what this node accepted after the survivor's copy was made goes there too; the
+            # survivor adopts what it lacks, and this node lets all of it go
+            for record, count in owed_records(self.nsqd):
+                link.writer.add(record, count)
+            self._flush()
             dropped = let_go(self.nsqd)
-            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over: dropped %d messages "
-                           "delivered there now", epoch, owner, dropped)
+            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over: handed it and dropped "
+                           "the %d messages held here", epoch, owner, dropped)
         else:
             self.log.error("REPLICATION: lease of epoch %d ended; nobody took it over: keeping its messages",
                            epoch)
@@ -204,20 +220,23 @@ class Replicator:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(WATCH_INTERVAL)
-            started = time.monotonic()
             try:
-                members = await self.membership.members()
+                await self._look_at_members()
             except EtcdUnavailable:
-                continue  # _renew says so
-            self._update_links(members)
-            live = {(node, info["epoch"]) for node, info in members.items()}
-            for key, shadow in list(self.shadows.items()):
-                if key in live or shadow.created > started or key[0] == self.node:
-                    continue
-                try:
-                    await self._take_over(shadow)
-                except EtcdUnavailable:
-                    break
+                pass  # _renew says so
+            except Exception:  # noqa: BLE001 - the loop must outlive any one failure
+                self.log.exception("REPLICATION: looking at the members failed")
+
+    async def _look_at_members(self) -> None:
+        """Links to every member; a takeover of each shadow whose epoch
+        left the members (one that came before this look began)."""
+        started = time.monotonic()
+        members = await self.membership.members()
+        self._update_links(members)
+        live = {(node, info["epoch"]) for node, info in members.items()}
+        for key, shadow in list(self.shadows.items()):
+            if key not in live and shadow.created <= started and key[0] != self.node:
+                await self._take_over(shadow)
 
     async def _take_over(self, shadow: Shadow) -> None:
         key = (shadow.origin, shadow.epoch)
@@ -225,12 +244,13 @@ class Replicator:
             self._forget(key)
             return
         owner = await self.membership.claim(*key)
-        self._forget(key)
         if owner == shadow.origin:
             self.log.info("REPLICATION: %s epoch %d was kept by its own node: dropping its %d copies here",
                           shadow.origin, shadow.epoch, len(shadow))
+            self._forget(key)
         elif owner != self.node:
             self._hand_over(shadow, owner)
+            self._forget(key)
         else:
             began = time.monotonic()
             first = key not in self._adopted
@@ -238,6 +258,7 @@ class Replicator:
             while len(self._adopted) > ADOPTIONS_KEPT:
                 del self._adopted[next(iter(self._adopted))]
             count = adopt(self.nsqd, shadow, self._replicate_adopted, done)
+            self._forget(key)
             if count:
                 self.takeovers += first
                 self.adopted += count
@@ -258,7 +279,9 @@ class Replicator:
             self.log.error("REPLICATION: %s epoch %d was taken over by %s, which is not connected: %d copies "
                            "held here are dropped", shadow.origin, shadow.epoch, owner, len(shadow))
             return
-        link.send(shadow.origin, shadow.epoch, None, shadow.as_payload())
+        self._flush()  # what the link holds of this node's own epoch goes first, under it
+        link.writer.add(shadow.as_payload())
+        link.send(shadow.origin, shadow.epoch, [])
         self.log.info("REPLICATION: %s epoch %d was taken over by %s: handed it the %d copies held here",
                       shadow.origin, shadow.epoch, owner, len(shadow))
 
@@ -287,8 +310,10 @@ class Replicator:
                 del self.links[link.node]  # the next look at the members tries again
 
     def _link_ready(self, link: PeerLink) -> None:
-        """A new link first learns every channel, so that the copies it
-        gets go to the right ones."""
+        """A new link first forgets what it held of this epoch (outcomes
+        sent while it was away never reached it), then learns every
+        channel, so that the copies it gets go to the right ones."""
+        link.writer.add(event_record(RESET, "", ""))
         for topic in self.nsqd.topics.values():
             if topic.paused:
                 link.writer.add(event_record(PAUSED, topic.name, ""))
@@ -307,16 +332,22 @@ class Replicator:
         if not link.closing:
             self._peer_trouble.error(f"REPLICATION: lost peer {link.node}")
         for acks in unacked:
-            if acks.future.done():
-                continue
-            spare = next((other for other in self._ring_links(len(self.links))
-                          if other.node not in acks.holders), None)
-            if spare is None:
-                self.under_replicated += acks.messages
-                acks.short()
-            else:
-                acks.holders.add(spare.node)
-                spare.send(self.node, self.epoch, acks, b"".join(acks.published))
+            self._replace(acks, link.node)
+
+    def _replace(self, acks: Acks, lost: str) -> None:
+        """``lost`` will not answer for ``acks``: a successor that does not
+        hold them yet got a copy of everything on becoming one, and answers
+        instead with its next batch; without one, a copy fewer."""
+        if acks.future.done():
+            return
+        spare = next((link for link in self._ring if link.node not in acks.holders), None)
+        if spare is None:
+            self.under_replicated += acks.messages
+            acks.short()
+            return
+        acks.holders.add(spare.node)
+        self._pending_acks.setdefault(spare.node, []).append(acks)
+        self._schedule_flush()
 
     def _ring_changed(self) -> None:
         """Links came or went: the successors may be others now. A new one
@@ -345,30 +376,31 @@ class Replicator:
 
     # --- as an origin --------------------------------------------------------------------------
 
-    def published(self, topic: str, messages, defer_ms: int = 0) -> None:
-        """``messages`` (one PUB's or DPUB's, with one timestamp) were queued on ``topic``."""
+    def published(self, topic: str, messages, defer_ms: int, channels: tuple[str, ...]) -> None:
+        """``messages`` (one PUB's or DPUB's, with one timestamp) were queued
+        on ``topic``, for ``channels`` (none: they wait in the topic)."""
         self._published(published_record(topic, messages[0].timestamp, defer_ms, [m.id for m in messages],
-                                          encode_mpub_body([m.body for m in messages])), len(messages))
+                                          encode_mpub_body([m.body for m in messages]), channels), len(messages))
 
-    def published_mpub(self, topic: str, timestamp: int, ids: list[bytes], body: bytes) -> None:
+    def published_mpub(self, topic: str, timestamp: int, ids: list[bytes], body: bytes,
+                       channels: tuple[str, ...]) -> None:
         """An MPUB's messages were queued on ``topic``: its body goes on as it came."""
-        self._published(published_record(topic, timestamp, 0, ids, body), len(ids))
+        self._published(published_record(topic, timestamp, 0, ids, body, channels), len(ids))
 
     def _replicate_adopted(self, topic: str, message, channels: tuple[str, ...]) -> None:
         self._published(published_record(topic, message.timestamp, 0, [message.id],
                                          encode_mpub_body([message.body]), channels), 1)
 
     def _published(self, record: bytes, count: int) -> None:
-        ring = self._ring
         acks = self._acks
         if acks is None:
             acks = self._acks = Acks(self.nsqd.loop, 0)
             self._schedule_flush()
-        acks.published.append(record)
         acks.messages += count
-        for link in ring:
+        if not self.epoch:
+            return  # no epoch to copy under (etcd not reached yet): answered with fewer copies
+        for link in self._ring:
             link.writer.add(record, count)
-            acks.holders.add(link.node)
 
     def done(self, topic: str, channel: str, message_id: bytes) -> None:
         """``channel`` is through with the message (finished, dead-lettered, expired)."""
@@ -398,21 +430,35 @@ class Replicator:
             self.nsqd.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
+        """The turn's records go out, one batch per link. This turn's
+        publishes wait for the successors as they are now: each got their
+        messages as records, or in the copy of everything it got on
+        becoming a successor (``_ring_changed``)."""
         self._flush_scheduled = False
         acks, self._acks = self._acks, None
+        pending, self._pending_acks = self._pending_acks, {}
+        epoch = self.epoch
         if acks is not None:
+            acks.holders = {link.node for link in self._ring} if epoch else set()
             acks.needed = len(acks.holders)
-            missing = self.factor - 1 - acks.needed
+            missing = self.factor - 1 - len(acks.holders)
             if missing > 0:
                 self.under_replicated += missing * acks.messages
-                self._short_trouble.error(f"REPLICATION: {acks.needed} of {self.factor - 1} peers connected: "
+                self._short_trouble.error(f"REPLICATION: {len(acks.holders)} of {self.factor - 1} peers connected: "
                                           "messages are acknowledged with fewer copies than "
                                           f"--replication-factor {self.factor}")
             if not acks.needed:
                 acks.future.set_result(None)
-        for link in self.links.values():
-            if link.writer:
-                link.send(self.node, self.epoch, acks if acks is not None and link.node in acks.holders else None)
+        for link in list(self.links.values()):
+            waiting = pending.get(link.node, [])
+            if acks is not None and link.node in acks.holders:
+                waiting = [*waiting, acks]
+            if not epoch:
+                link.writer.take_parts()  # nothing leaves without an epoch
+                continue
+            if (link.writer or waiting) and not link.send(self.node, epoch, waiting):
+                for lost in waiting:  # it went down since: its replacement answers instead
+                    self._replace(lost, link.node)
 
     # --- as a peer -------------------------------------------------------------------------------
 
@@ -424,8 +470,12 @@ class Replicator:
         if shadow is None:
             if origin == self.node:
                 raise ReplicationError("a batch from this node itself")
+            if not NODE_NAME.fullmatch(origin) or not epoch:
+                raise ReplicationError(f"origin {origin!r} epoch {epoch} is no node's")
+        records = list(read_records(payload))  # all of it parses, or none of it counts
+        if shadow is None:
             shadow = self.shadows[key] = Shadow(origin, epoch)
-        shadow.apply(read_records(payload))
+        shadow.apply(records)
         logs = self.logs
         if logs is None:
             return None

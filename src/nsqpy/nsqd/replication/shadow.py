@@ -17,8 +17,8 @@ are done with, and others not yet, gets a set of its own.
 import time
 
 from ...protocol.commands import encode_mpub_body
-from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, UNPAUSED, ChannelEvent, Done, Published,
-                                     event_record, published_record, split_bodies)
+from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, UNPAUSED, ChannelEvent, Done,
+                                     Published, event_record, published_record, split_bodies)
 
 
 class Copies:
@@ -164,6 +164,9 @@ class Shadow:
                 topic.batch_ended()
 
     def _event(self, event: ChannelEvent, touched: set[str]) -> None:
+        if event.kind == RESET:
+            self.topics.clear()
+            return
         if event.kind == CHANNEL:
             self._topic(event.topic).channel_created(event.channel)
             touched.add(event.topic)

@@ -24,6 +24,8 @@ REWRITE_BYTES = 64 * 1024 * 1024  # a log is rewritten past this, and past twice
 
 
 def _name(origin: str, epoch: int) -> str:
+    """``origin`` is a ``host:port`` (Replicator.receive checks it): no
+    separator, no ``..`` to leave the directory."""
     return f"{origin.replace(':', '_')}.{epoch}.log"
 
 
@@ -59,7 +61,8 @@ class ShadowLogs:
                 continue
             host, _, port = origin_part.rpartition("_")
             payloads = []
-            with open(os.path.join(self.directory, name), "rb") as f:
+            path = os.path.join(self.directory, name)
+            with open(path, "rb") as f:
                 data = f.read()
             pos = 0
             while pos + _FRAME.size <= len(data):
@@ -68,6 +71,8 @@ class ShadowLogs:
                     break
                 payloads.append(data[pos + _FRAME.size:pos + _FRAME.size + size])
                 pos += _FRAME.size + size
+            if pos < len(data):  # the end of a frame a crash cut: appends go after the last whole one
+                os.truncate(path, pos)
             found.append((f"{host}:{port}", int(epoch), payloads))
             self._sizes[(f"{host}:{port}", int(epoch))] = pos
         return found
