@@ -15,16 +15,25 @@ delivered twice while nothing fails, and a node's speed does not depend
 on a leader elsewhere.
 
 - **Publish.** PUB, MPUB, DPUB and HTTP ``/pub`` ``/mpub`` queue the
-  messages locally as before, and are answered OK once every chosen peer
+  messages locally as before, and are answered OK once every successor
   has said OK to the ``REPL`` batch that carries them
   (``protocol/replication.py``; one batch per peer per event-loop turn,
   on a V2 connection to the peer's TCP port). Copies keep the message id,
-  timestamp and deferral.
+  timestamp, deferral and the channels the origin handed them to (an
+  MPUB's body travels as it came). With ``--replication-ack=disk`` a peer
+  answers once the batch is fsynced in its shadow log (``shadowlog.py``).
 - **Outcomes.** When a channel is through with a message (FIN, a
   dead-letter, an expiry) the origin tells its peers within the same
-  turn; channels created, deleted or emptied travel the same way. A
-  shadow thus holds exactly what the origin still owes, per channel. REQ
-  and TOUCH change nothing a survivor needs (it delivers again anyway).
+  turn; channels created, deleted, emptied, paused or unpaused travel the
+  same way. A shadow thus holds exactly what the origin still owes, per
+  channel. REQ and TOUCH change nothing a survivor needs (it delivers
+  again anyway).
+- **Successors change.** When a peer goes, or a member joins between a
+  node and its successor, or the node restarts with its messages kept,
+  each new successor gets a copy of everything the node still holds
+  (``snapshot.py``: queued in memory and on disk, in flight, deferred),
+  and answers for the publishes the lost one had not answered yet. A link
+  that starts again first resets what its peer held of this epoch.
 - **Membership and death** live in etcd (``membership.py``): each nsqd
   holds a lease (its *epoch*) and a member key on it, renewed every third
   of ``--replication-lease``. A node whose lease ends is dead to the
@@ -33,11 +42,13 @@ on a leader elsewhere.
   members races for ``takeover/<node>/<epoch>`` with an etcd transaction
   (create if absent); the winner adopts its shadow into its own topics
   and channels (``takeover.py``), where consumers find it through
-  nsqlookupd, and copies it on to its own peers. Losers drop theirs. The
-  decision is etcd's, not ours: no election of our own.
+  nsqlookupd, and copies it on to its own peers. Losers hand theirs to the
+  winner, which adopts only the ids it lacks. The decision is etcd's, not
+  ours: no election of our own.
 - **Fencing.** A node that finds its lease ended (frozen, cut off) claims
-  its own epoch: if a survivor owns it already, the node drops everything
-  it holds (the survivor delivers it) and joins again under a new epoch.
+  its own epoch: if a survivor owns it already, the node hands it what it
+  holds (the survivor adopts what it lacks), drops it all and joins again
+  under a new epoch.
   A restarted node does the same for the epoch its data dir names: it
   ends that lease at once (so a survivor claims without waiting), waits
   a moment for a claim, and keeps its data only when nobody took it. A
@@ -56,4 +67,13 @@ copy in memory until the origin's channels are through with it.
 Bounds: a message finished in the last turn before a crash may be
 delivered again by the survivor (same id); one finished by a node that
 was frozen past its lease may be delivered by both.
+
+Not covered yet: a peer that stays a member but stops answering (a full
+disk that hangs fsync) holds its origin's publishes until it leaves the
+members; messages dropped by a drop-oldest limit stay in the shadows
+until the origin's next restart; a restarted node whose epoch a survivor
+took over drops its data dir's messages of that epoch, including any it
+had acknowledged with no peer connected; REPL is accepted from any
+client that reaches the TCP port (as PUB is), so replication is refused
+with --auth-http-address or --tls-required.
 """
