@@ -1,8 +1,13 @@
 """Starting a replicated nsqd: one clear line for what cannot work, and
 what it does when etcd is not there yet."""
 
+import base64
+import json
+import socket
 import subprocess
 import sys
+import threading
+import urllib.request
 
 import pytest
 
@@ -74,3 +79,39 @@ def test_a_batch_that_does_not_parse_closes_its_link_and_changes_nothing(replica
     assert not (cluster.tmp_path / "nsqd0" / "replication").exists() or not any(
         (cluster.tmp_path / "nsqd0" / "replication").iterdir())
     assert http("GET", f"{node.http_url}/ping")[0] == 200
+
+
+def test_a_member_that_never_answers_holds_a_publish_no_longer_than_a_lease(replicated, topic):
+    """A peer that keeps its etcd lease but answers nothing (a disk whose
+    fsync hangs): its link goes after a lease's time, and the publish is
+    answered with the copies there are."""
+    cluster = replicated(count=1, factor=2)
+    node = cluster.nsqds[0]
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        accepted = []
+        threading.Thread(target=lambda: [accepted.append(silent.accept()[0]) for _ in range(50)], daemon=True).start()
+        name = f"127.0.0.1:{silent.getsockname()[1]}"
+        etcd = cluster.etcd.client_url
+        lease = etcd_call(etcd, "/v3/lease/grant", {"TTL": 60})["ID"]
+        etcd_call(etcd, "/v3/kv/put", {"key": b64(f"/nsqpy/members/{name}"), "lease": lease,
+                                        "value": b64(json.dumps({"tcp": name, "node_id": 99, "epoch": int(lease)}))})
+        wait_until(lambda: any(p["node"] == name and p["connected"]
+                               for p in cluster.stats(0)["replication"]["peers"]), timeout=30)
+        status, _, _ = http("POST", f"{node.http_url}/pub?topic={topic}", b"waits a lease at most", timeout=30)
+        assert status == 200
+        assert cluster.stats(0)["replication"]["under_replicated_messages"] == 1
+        node.wait_for_log(f"peer {name} has not answered for 3s: closing its link")
+        for conn in accepted:
+            conn.close()
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def etcd_call(url: str, path: str, body: dict) -> dict:
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)

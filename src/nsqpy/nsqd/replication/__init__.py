@@ -68,9 +68,11 @@ Bounds: a message finished in the last turn before a crash may be
 delivered again by the survivor (same id); one finished by a node that
 was frozen past its lease may be delivered by both.
 
-Not covered yet: a peer that stays a member but stops answering (a full
-disk that hangs fsync) holds its origin's publishes until it leaves the
-members; messages dropped by a drop-oldest limit stay in the shadows
+A peer that stays a member but stops answering (a disk whose fsync hangs)
+holds its origin's publishes for a lease's time at most: then its link
+goes and the next successor answers in its place.
+
+Not covered yet: messages dropped by a drop-oldest limit stay in the shadows
 until the origin's next restart; a restarted node whose epoch a survivor
 took over drops its data dir's messages of that epoch, including any it
 had acknowledged with no peer connected; REPL is accepted from any

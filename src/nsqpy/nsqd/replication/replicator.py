@@ -231,6 +231,7 @@ class Replicator:
         """Links to every member; a takeover of each shadow whose epoch
         left the members (one that came before this look began)."""
         started = time.monotonic()
+        self._drop_silent_links()
         members = await self.membership.members()
         self._update_links(members)
         live = {(node, info["epoch"]) for node, info in members.items()}
@@ -286,6 +287,16 @@ class Replicator:
                       shadow.origin, shadow.epoch, owner, len(shadow))
 
     # --- links to the peers --------------------------------------------------------------------
+
+    def _drop_silent_links(self) -> None:
+        """A peer that keeps its lease but has not answered a batch for a
+        lease's time (a disk whose fsync hangs) no longer holds publishes
+        up: its link goes, and the next successor answers in its place."""
+        for link in list(self.links.values()):
+            if link.lag()[1] > self.lease_ttl * 1000:
+                self._peer_trouble.error(f"REPLICATION: peer {link.node} has not answered for "
+                                         f"{self.lease_ttl}s: closing its link")
+                link.close()
 
     def _update_links(self, members: dict[str, dict]) -> None:
         self.members = members
