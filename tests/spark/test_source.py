@@ -1,11 +1,15 @@
 """The nsq source in a real local Spark against a real nsqd."""
 
 import collections
+import threading
 import time
 
 import pytest
 
+from nsqpy.localcluster import free_port
 from nsqpy.spark.archive import drain_file, start_archive, stop_gracefully
+from nsqpy.spark.fetcher import Fetcher
+from nsqpy.spark.options import SourceOptions
 
 from tests.support.wire import http_json
 
@@ -245,3 +249,19 @@ def test_a_batch_fills_past_one_connections_cap_with_nsqd_at_its_defaults(spark,
     assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
     assert len(http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")[1]["topics"][0]
                ["channels"][0]["clients"]) == 0  # every connection closed at the end
+
+
+def test_the_reader_waits_for_an_nsqd_that_is_still_starting(start_nsqd, topic, tmp_path):
+    """The driver reader's first connection is tried again for a while (an
+    nsqd restarting, or slow to accept on a busy machine) instead of
+    failing the query at once."""
+    port = free_port()
+    options = SourceOptions.parse({"topic": topic, "channel": "archive",
+                                   "nsqd_tcp_addresses": f"127.0.0.1:{port}"})
+    starter = threading.Timer(1.5, lambda: start_nsqd(f"--tcp-address=127.0.0.1:{port}"))
+    starter.start()
+    try:
+        fetcher = Fetcher(options)
+        fetcher.close()
+    finally:
+        starter.join()

@@ -81,7 +81,8 @@ class Connection(asyncio.Protocol):
             async with asyncio.timeout(self.config.dial_timeout):
                 await loop.create_connection(lambda: self, host, port)
         except (OSError, asyncio.TimeoutError) as error:
-            raise ConnectionClosedError(f"cannot connect to nsqd at {self.address}: {error or 'timeout'}") from None
+            reason = str(error) or f"no answer within {self.config.dial_timeout:g}s (dial_timeout)"
+            raise ConnectionClosedError(f"cannot connect to nsqd at {self.address}: {reason}") from None
         self._transport.write(MAGIC_V2)
         config = self.config
         self._handshaking = True

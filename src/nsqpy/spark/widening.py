@@ -13,10 +13,14 @@ each read's messages as they came, and answers them by id.
 
 import asyncio
 import itertools
+import logging
 import math
 
 from ..client.consumer import Consumer, ConnectionStats
 from ..client.config import Config
+from ..client.errors import ConnectionClosedError
+
+log = logging.getLogger("nsqpy.spark")
 
 DEFAULT_MAX_RDY_COUNT = 2500  # nsqd's default, when a node does not say
 # nsq_to_parquet's batches of 100,000 want 200,000 in flight: 80 connections
@@ -35,23 +39,53 @@ class WideConsumer:
         self.topic, self.channel, self.handler, self.config = topic, channel, handler, config
         self.consumers: list[Consumer] = []
 
-    async def connect(self, nsqd_tcp_addresses, lookupd_http_addresses) -> None:
-        """One consumer first, to learn nsqd's cap; then as many more as the budget needs."""
-        first = await self._add(self.config.max_in_flight, nsqd_tcp_addresses, lookupd_http_addresses)
+    async def connect(self, nsqd_tcp_addresses, lookupd_http_addresses, patience: float = 20.0) -> None:
+        """One consumer first, to learn nsqd's cap; then as many more as the
+        budget needs. The first is tried again for ``patience`` seconds (an
+        nsqd restarting, or slow to accept on a busy machine); one of the
+        others that cannot connect is left out (fewer connections, smaller
+        batches), and said so."""
+        first = await self._first(nsqd_tcp_addresses, lookupd_http_addresses, patience)
         caps = [conn.max_rdy_count or DEFAULT_MAX_RDY_COUNT for conn in first.connections.values()]
         wanted = consumers_needed(self.config.max_in_flight, min(caps, default=DEFAULT_MAX_RDY_COUNT))
         share = math.ceil(self.config.max_in_flight / wanted)
         first.change_max_in_flight(share)
-        await asyncio.gather(*(self._add(share, nsqd_tcp_addresses, lookupd_http_addresses)
-                               for _ in range(wanted - 1)))
+        extras = [Consumer(self.topic, self.channel, self.handler, config=self.config, bulk=True)
+                  for _ in range(wanted - 1)]
+        results = await asyncio.gather(*(self._join(consumer, share, nsqd_tcp_addresses, lookupd_http_addresses)
+                                         for consumer in extras), return_exceptions=True)
+        failed = [(consumer, error) for consumer, error in zip(extras, results) if isinstance(error, Exception)]
+        for consumer, _ in failed:
+            await consumer.stop(timeout=1.0)
+        self.consumers += [consumer for consumer, error in zip(extras, results) if error is None]
+        if failed:
+            log.warning("nsq source: %d of %d connections per node could not be opened (%s): batches are "
+                        "smaller", len(failed), wanted, failed[0][1])
+            self.change_max_in_flight(self.config.max_in_flight)
 
-    async def _add(self, max_in_flight: int, nsqd_tcp_addresses, lookupd_http_addresses) -> Consumer:
-        consumer = Consumer(self.topic, self.channel, self.handler, config=self.config, bulk=True)
+    async def _first(self, nsqd_tcp_addresses, lookupd_http_addresses, patience: float) -> Consumer:
+        deadline = asyncio.get_running_loop().time() + patience
+        pause = 0.2
+        while True:
+            consumer = Consumer(self.topic, self.channel, self.handler, config=self.config, bulk=True)
+            try:
+                await self._join(consumer, self.config.max_in_flight, nsqd_tcp_addresses, lookupd_http_addresses)
+            except ConnectionClosedError as error:
+                await consumer.stop(timeout=1.0)
+                if asyncio.get_running_loop().time() + pause > deadline:
+                    raise
+                log.warning("nsq source: %s; trying again in %.1fs", error, pause)
+                await asyncio.sleep(pause)
+                pause = min(2.0, pause * 2)
+                continue
+            self.consumers.append(consumer)
+            return consumer
+
+    @staticmethod
+    async def _join(consumer: Consumer, max_in_flight: int, nsqd_tcp_addresses, lookupd_http_addresses) -> None:
         consumer.change_max_in_flight(max_in_flight)
-        self.consumers.append(consumer)
         await consumer.connect_to_nsqds(nsqd_tcp_addresses)
         await consumer.connect_to_nsqlookupds(lookupd_http_addresses)
-        return consumer
 
     def connections(self) -> list:
         return [conn for consumer in self.consumers for conn in consumer.connections.values()]
