@@ -19,14 +19,6 @@ from tests.support.wire import http_json, wait_until
 PEERS = Path(__file__).parent / "peers"
 
 
-def pytest_collection_modifyitems(items):
-    """One test after another: each kills, freezes or restarts daemons
-    and waits on leases."""
-    for item in items:
-        if "/replication/" in str(item.fspath):
-            item.add_marker(pytest.mark.xdist_group("replication"))
-
-
 class Replicated:
     def __init__(self, stack: contextlib.ExitStack, tmp_path: Path, count: int, factor: int,
                  started: tuple[int, ...] | None = None, nsqd_args: tuple[str, ...] = ()):
