@@ -14,7 +14,8 @@ from tests.support.wire import WireConn
 from .conftest import (archive_command, archived_bodies, bodies_other_readers_see, channel_stats, publish,
                        rows_at_least, source_options)
 
-pytestmark = pytest.mark.spark
+# several JVM starts (or a standalone cluster) per test: minutes on a busy 2-core machine
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 def _archive_the_rest(spark, nsqd, topic, out, wal: bool = False) -> None:

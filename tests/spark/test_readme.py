@@ -13,7 +13,8 @@ from tests.support.wire import http
 
 from .conftest import publish, wait_for_registration
 
-pytestmark = pytest.mark.spark
+# several JVM starts (or a standalone cluster) per test: minutes on a busy 2-core machine
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 CONNECT = "sc://"  # a Connect client snippet: tests/spark/test_connect.py runs the same calls

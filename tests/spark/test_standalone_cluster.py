@@ -12,7 +12,8 @@ from tests.support.processes import GroupProcess
 from .conftest import TASK_FAULTS_DIR, archived_bodies, channel_stats, publish
 from .standalone import standalone_cluster
 
-pytestmark = pytest.mark.spark
+# several JVM starts (or a standalone cluster) per test: minutes on a busy 2-core machine
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ from tests.support.wire import wait_until
 
 from .conftest import archived_bodies, channel_stats, publish, source_options
 
-pytestmark = pytest.mark.spark
+# several JVM starts (or a standalone cluster) per test: minutes on a busy 2-core machine
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 STOPS = 20
 
