@@ -15,7 +15,7 @@ from nsqpy.protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET
 ID_A, ID_B, ID_C = b"0" * 15 + b"a", b"0" * 15 + b"b", b"0" * 15 + b"c"
 
 
-def pub(topic: str, message_id: bytes, body: bytes, channels=None) -> bytes:
+def pub(topic: str, message_id: bytes, body: bytes, channels: tuple[str, ...]) -> bytes:
     return published_record(topic, 1, 0, [message_id], encode_mpub_body([body]), channels)
 
 
@@ -23,16 +23,16 @@ def batch(*records: bytes) -> bytes:
     writer = BatchWriter()
     for record in records:
         writer.add(record)
-    return writer.take()
+    return b"".join(writer.take_parts()[0])
 
 
 def test_records_read_back_as_written():
-    payload = batch(published_record("t", 123, 0, [ID_A], encode_mpub_body([b"body"])),
+    payload = batch(published_record("t", 123, 0, [ID_A], encode_mpub_body([b"body"]), ()),
                     published_record("t", 456, 2500, [ID_B, ID_C], encode_mpub_body([b"b", b"c"]), ("ch1", "ch2")),
                     done_record("t", "ch1", [ID_A, ID_B]),
                     event_record(CHANNEL, "t", "ch3"), event_record(DELETED, "t", ""))
     assert list(read_records(payload)) == [
-        Published("t", 123, 0, None, (ID_A,), encode_mpub_body([b"body"])),
+        Published("t", 123, 0, (), (ID_A,), encode_mpub_body([b"body"])),
         Published("t", 456, 2500, ("ch1", "ch2"), (ID_B, ID_C), encode_mpub_body([b"b", b"c"])),
         Done("t", "ch1", (ID_A, ID_B)),
         ChannelEvent(CHANNEL, "t", "ch3"),
@@ -42,9 +42,9 @@ def test_records_read_back_as_written():
 
 @pytest.mark.parametrize("payload", [
     b"P", b"P\x00\x01t" + b"x" * 10, b"Z\x00\x01t", b"F\x00\x01t\x00\x02ch\x00\x00\x00\x05",
-    published_record("t", 1, 0, [ID_A, ID_B], encode_mpub_body([b"only one"])),
+    published_record("t", 1, 0, [ID_A, ID_B], encode_mpub_body([b"only one"]), ()),
     b"F\x00\x01t\x00\x02ch\xff\xff\xff\xff",  # four billion ids claimed: refused before anything is made
-    published_record("t", 1, 0, [ID_A], b"\x00\x00\x00\x01\x00\x00\x10\x00short"),  # a body size past the end
+    published_record("t", 1, 0, [ID_A], b"\x00\x00\x00\x01\x00\x00\x10\x00short", ()),  # a body size past the end
 ])
 def test_a_payload_that_does_not_parse_is_refused(payload):
     with pytest.raises(ReplicationError):
@@ -55,11 +55,11 @@ def owed(shadow: Shadow, topic: str = "t") -> dict:
     return {message_id: channels for message_id, _, _, _, channels in shadow.topics[topic].owed()}
 
 
-def test_a_message_is_owed_to_the_channels_its_topic_had_and_leaves_once_all_are_done():
+def test_a_message_is_owed_to_the_channels_the_origin_names_and_leaves_once_all_are_done():
     shadow = Shadow("n1:4150", 7)
     shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"),
-                                    pub("t", ID_A, b"x"))))
-    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "c"), pub("t", ID_B, b"y"))))
+                                    pub("t", ID_A, b"x", ("a", "b")))))
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "c"), pub("t", ID_B, b"y", ("a", "b", "c")))))
     assert owed(shadow) == {ID_A: {"a", "b"}, ID_B: {"a", "b", "c"}}
     shadow.apply(read_records(batch(done_record("t", "a", [ID_A, ID_B]), done_record("t", "b", [ID_A]))))
     assert owed(shadow) == {ID_B: {"b", "c"}}
@@ -68,7 +68,7 @@ def test_a_message_is_owed_to_the_channels_its_topic_had_and_leaves_once_all_are
 
 def test_messages_waiting_in_a_topic_go_to_the_channels_that_appear_first():
     shadow = Shadow("n1:4150", 7)
-    shadow.apply(read_records(batch(pub("t", ID_A, b"x"))))
+    shadow.apply(read_records(batch(pub("t", ID_A, b"x", ()))))
     assert owed(shadow) == {ID_A: None}
     # the origin hands its backlog to the channels made in one turn: one batch
     shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"))))
@@ -85,13 +85,13 @@ def test_messages_the_origin_says_wait_in_its_topic_wait_whatever_channels_there
 def test_deleted_and_emptied_channels_are_owed_nothing():
     shadow = Shadow("n1:4150", 7)
     shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"),
-                                    pub("t", ID_A, b"x"),
+                                    pub("t", ID_A, b"x", ("a", "b")),
                                     pub("t", ID_B, b"y", ("b",)))))
     shadow.apply(read_records(batch(event_record(EMPTIED, "t", "a"))))
     assert owed(shadow) == {ID_A: {"b"}, ID_B: {"b"}}
     shadow.apply(read_records(batch(event_record(DELETED, "t", "b"))))
     assert owed(shadow) == {}
-    shadow.apply(read_records(batch(pub("t", ID_C, b"z"), event_record(DELETED, "t", ""))))
+    shadow.apply(read_records(batch(pub("t", ID_C, b"z", ("a",)), event_record(DELETED, "t", ""))))
     assert shadow.topics == {}
 
 
@@ -100,7 +100,7 @@ def test_pauses_follow_the_origin_and_rebuild_from_the_shadows_records():
     shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"),
                                     event_record(PAUSED, "t", "a"), event_record(PAUSED, "t", ""),
                                     event_record(PAUSED, "t", "b"), event_record(UNPAUSED, "t", "b"),
-                                    pub("t", ID_A, b"x"))))
+                                    pub("t", ID_A, b"x", ("a", "b")))))
     assert shadow.topics["t"].paused == {"a", ""}
     rebuilt = Shadow("n1:4150", 7)
     rebuilt.apply(read_records(shadow.as_payload()))
@@ -109,15 +109,15 @@ def test_pauses_follow_the_origin_and_rebuild_from_the_shadows_records():
 
 def test_a_reset_forgets_everything_the_records_after_it_rebuild():
     shadow = Shadow("n1:4150", 7)
-    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), pub("t", ID_A, b"x"))))
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), pub("t", ID_A, b"x", ("a",)))))
     shadow.apply(read_records(batch(event_record(RESET, "", ""), event_record(CHANNEL, "t", "a"),
-                                    pub("t", ID_B, b"y"))))
+                                    pub("t", ID_B, b"y", ("a",)))))
     assert owed(shadow) == {ID_B: {"a"}}
 
 
 def test_a_log_cut_by_a_crash_is_read_to_its_last_whole_frame_and_trimmed_there(tmp_path):
     logs = ShadowLogs(str(tmp_path), loop=None)
-    whole = batch(pub("t", ID_A, b"x"))
+    whole = batch(pub("t", ID_A, b"x", ("a",)))
     os.makedirs(logs.directory)
     path = os.path.join(logs.directory, "127.0.0.1_4150.7.log")
     with open(path, "wb") as f:
@@ -136,7 +136,7 @@ def test_the_messages_of_one_mpub_are_owed_one_by_one_with_their_bodies():
     shadow = Shadow("n1:4150", 7)
     shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"),
                                     published_record("t", 5, 0, [ID_A, ID_B, ID_C],
-                                                     encode_mpub_body([b"x", b"yy", b"zzz"])))))
+                                                     encode_mpub_body([b"x", b"yy", b"zzz"]), ("a", "b")))))
     shadow.apply(read_records(batch(done_record("t", "a", [ID_B]), done_record("t", "b", [ID_B, ID_C]))))
     assert [(i, body, channels) for i, body, _, _, channels in shadow.topics["t"].owed()] == [
         (ID_A, b"x", {"a", "b"}), (ID_C, b"zzz", {"a"})]

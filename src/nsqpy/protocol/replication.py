@@ -11,8 +11,7 @@ A record is a kind byte, then its fields; names are ``[uint16 size][ascii]``:
 
 - ``P`` messages the origin accepted together (a PUB, an MPUB): topic,
   ``[int64] timestamp``, ``[uint32] defer ms``, ``[uint16] channel count``
-  (``0xFFFF``: the channels the topic has when the record arrives; 0:
-  none, the messages wait in the topic) and that many channel names, ``[uint32 count]`` and ``count`` 16-byte ids,
+  (0: none, the messages wait in the topic) and that many channel names, ``[uint32 count]`` and ``count`` 16-byte ids,
   ``[uint32 size]`` and the bodies as an MPUB carries them
   (``[int32 count]([int32 size][body])*``), so an MPUB's body is copied
   on as it came.
@@ -42,9 +41,6 @@ PAUSED: Final = ord("S")
 UNPAUSED: Final = ord("U")
 RESET: Final = ord("X")
 
-#: a ``P`` record whose message goes to the channels its topic has then
-TOPIC_CHANNELS: Final = 0xFFFF
-
 _NAME: Final = struct.Struct(">H")
 _PUB_HEAD: Final = struct.Struct(">qIH")
 _SIZE: Final = struct.Struct(">I")
@@ -55,7 +51,7 @@ class Published(NamedTuple):
     topic: str
     timestamp: int
     defer_ms: int
-    channels: tuple[str, ...] | None  # None: the topic's channels when it arrives; (): waiting in the topic
+    channels: tuple[str, ...]  # (): waiting in the topic
     ids: tuple[bytes, ...]
     bodies: bytes  # [int32 count]([int32 size][body])*, as in an MPUB
 
@@ -82,12 +78,9 @@ def _name(value: str) -> bytes:
 
 
 def published_record(topic: str, timestamp: int, defer_ms: int, ids: list[bytes], bodies: bytes,
-                     channels: tuple[str, ...] | None = None) -> bytes:
+                     channels: tuple[str, ...]) -> bytes:
     """``bodies``: as an MPUB carries them (``commands.encode_mpub_body``)."""
-    if channels is None:
-        head = _PUB_HEAD.pack(timestamp, defer_ms, TOPIC_CHANNELS)
-    else:
-        head = _PUB_HEAD.pack(timestamp, defer_ms, len(channels)) + b"".join(map(_name, channels))
+    head = _PUB_HEAD.pack(timestamp, defer_ms, len(channels)) + b"".join(map(_name, channels))
     return b"".join((b"P", _name(topic), head, _SIZE.pack(len(ids)), *ids, _SIZE.pack(len(bodies)), bodies))
 
 
@@ -115,9 +108,6 @@ class BatchWriter:
     def add(self, record: bytes, published: int = 0) -> None:
         self.parts.append(record)
         self.published += published
-
-    def take(self) -> bytes:
-        return b"".join(self.take_parts()[0])
 
     def take_parts(self) -> tuple[list[bytes], int]:
         """(the records, how many messages they carry), and a fresh batch."""
@@ -176,7 +166,7 @@ def read_records(payload: bytes) -> Iterator[Published | Done | ChannelEvent]:
         topic = cursor.name()
         if kind == PUBLISHED:
             timestamp, defer_ms, count = cursor.unpack(_PUB_HEAD)
-            channels = None if count == TOPIC_CHANNELS else tuple(cursor.name() for _ in range(count))
+            channels = tuple(cursor.name() for _ in range(count))
             ids = cursor.ids()
             (size,) = cursor.unpack(_SIZE)
             bodies = cursor.take(size)

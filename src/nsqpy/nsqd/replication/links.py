@@ -24,14 +24,13 @@ class Acks:
     gets a copy of everything held (Replicator._ring_changed), and answers
     for it."""
 
-    __slots__ = ("future", "needed", "holders", "messages", "under_replicated")
+    __slots__ = ("future", "needed", "holders", "messages")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, needed: int):
         self.future: asyncio.Future = loop.create_future()
         self.needed = needed
         self.holders: set[str] = set()  # peers that were sent the messages
         self.messages = 0
-        self.under_replicated = 0  # copies that no peer could take
 
     def acked(self) -> None:
         self.needed -= 1
@@ -40,7 +39,6 @@ class Acks:
 
     def short(self) -> None:
         """One copy fewer than asked for: no other peer could take it."""
-        self.under_replicated += 1
         self.acked()
 
 

@@ -2,11 +2,11 @@
 topic, with the channels each is still owed to. Never delivered; adopted
 whole by the survivor that takes the origin over (takeover.py).
 
-The channels a message is owed to follow the origin's fan-out: a message
-goes to the channels its topic has when it is published there; one
-published while the topic has none waits in the topic, and goes to the
-channel(s) that appear first (the origin hands its backlog to them in the
-same event-loop turn, so their records come in one batch).
+The origin names the channels each message went to; one that waits in
+its topic (no channel yet, paused, or before nsqlookupd's channels are
+known) goes to the channel(s) that appear first while none are (the
+origin hands its backlog to them in the same event-loop turn, so their
+records come in one batch).
 
 A copy costs a peer what it costs the origin, or less: the messages of
 one PUB or MPUB stay as the one record they came in (``Copies``), and
@@ -50,10 +50,7 @@ class ShadowTopic:
         self._resolved: list[Copies] = []  # waited in the topic until this batch's first channel
 
     def add(self, record: Published) -> None:
-        if record.channels is None:  # the channels the topic has now, if any
-            owed = set(self.channels) or None
-        else:  # as the origin says; none: waiting in the topic
-            owed = set(record.channels) or None
+        owed = set(record.channels) or None  # none: waiting in the topic
         self.messages.update(dict.fromkeys(record.ids, Copies(record, owed)))
 
     def done(self, channel: str, ids) -> None:
