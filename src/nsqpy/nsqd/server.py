@@ -12,10 +12,10 @@ import time
 
 from ..diskqueue import DiskQueue
 from ..errors import StartupError
-from ..protocol import replication as replication_records
 from ..net import ListenError, bound_address, bound_port, close_listeners, listen, serve_tcp
 from ..protocol import NSQ_VERSION
 from ..protocol import lookup as lookup_v1
+from ..protocol import replication as replication_records
 from ..protocol.identify import IdentifyPolicy
 from ..protocol.names import is_ephemeral
 from . import metadata

@@ -527,7 +527,7 @@ class V2Protocol(asyncio.Protocol):
         (--replication-ack=disk), where a write the disk refused closes the
         link and the origin gives the batch to another peer."""
         try:
-            await waiting
+            await asyncio.shield(waiting)  # shared by a turn's publishes: one connection's end cancels none
         except OSError as error:
             raise ProtocolError("E_REPL_FAILED", f"REPL failed {error}") from None
         client.send_frame(OK_FRAME)
