@@ -24,9 +24,9 @@ def test_one_command_starts_etcd_and_a_replicated_cluster_that_operators_can_wat
         admin = re.search(r"nsqadmin at (\S+)/;", cluster.output).group(1)
         (tcp0, http0), (tcp1, http1) = nsqds
 
-        def linked():
-            return all(peer["connected"] for url in (http0, http1)
-                       for peer in http_json("GET", f"{url}/stats?format=json")[1]["replication"]["peers"])
+        def linked():  # each node has a link up to the other
+            return all([peer["connected"] for peer in http_json("GET", f"{url}/stats?format=json")[1]
+                        ["replication"]["peers"]] == [True] for url in (http0, http1))
         wait_until(linked, timeout=30)
         assert http("POST", f"{http0}/pub?topic={topic}", b"held twice")[0] == 200
 
