@@ -170,8 +170,8 @@ def archive(args) -> int:
         if args.available_now:
             wait_for_holders(args)
         print(f"nsq_to_parquet: starting Spark (master {args.master})", flush=True)
-        spark = build_session(args.master, f"nsq_to_parquet {args.topic}",
-                              dict(setting.split("=", 1) for setting in args.conf))
+        spark = start_spark(lambda: build_session(args.master, f"nsq_to_parquet {args.topic}",
+                                                  dict(setting.split("=", 1) for setting in args.conf)))
     except KeyboardInterrupt:  # Ctrl-C while Spark starts: nothing read, nothing to stop gracefully
         return _fail("interrupted before archiving began; nothing was read", 130)
     # after the session: SparkContext installs a SIGINT handler that cancels
@@ -219,6 +219,34 @@ def archive(args) -> int:
         return 0
     finally:
         end_session(spark)
+
+
+def start_spark(build):
+    """``build()``'s session, built in a thread of its own, so that a Ctrl-C
+    while Spark starts lands in the main thread's wait and nowhere else.
+    Raised inside PySpark's start (in a py4j call, in the SIGINT handler
+    PySpark installs, which calls the JVM, or in its clean-up after a failed
+    start) it could leave this process waiting on the JVM for good. On
+    Ctrl-C the thread is left behind: the process exits, and the JVM exits
+    when its standard input, this process's pipe, closes. PySpark installs
+    its SIGINT handler only from the main thread, so the command's own
+    handler is the only one."""
+    built: dict = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            built["session"] = build()
+        except BaseException as error:  # re-raised in the main thread, with its traceback
+            built["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="nsqpy-spark-start", daemon=True).start()
+    done.wait()
+    if "error" in built:
+        raise built["error"]
+    return built["session"]
 
 
 def holders_now(args) -> list:
