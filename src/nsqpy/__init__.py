@@ -3,9 +3,8 @@
 import os
 import sys
 
-__version__ = "0.1.0"
-
 from . import _pure  # NSQPY_PURE=1, or a stale compiled build: the .py files run
+from .version import __version__
 
 if os.environ.get("NSQPY_PURE"):
     _pure.install()
@@ -15,16 +14,8 @@ elif (_stale := _pure.stale_source()) is not None:
     _pure.install()
 
 
-def version_line(program: str) -> str:
-    """``nsqd v1.3.0 (built w/python3.11.7)``: NSQ's shape, which tools parse.
-    The version is the NSQ release whose protocol we speak."""
-    from .protocol import NSQ_VERSION
-
-    v = sys.version_info
-    return f"{program} v{NSQ_VERSION} (built w/python{v.major}.{v.minor}.{v.micro})"
-
-
-_CLIENT_NAMES = {"Config", "Consumer", "Message", "Producer", "SyncProducer"}
+_CLIENT_NAMES = ("Config", "Consumer", "Message", "Producer", "SyncProducer")
+__all__ = ["__version__", *_CLIENT_NAMES]
 
 
 def __getattr__(name: str):

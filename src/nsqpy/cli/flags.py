@@ -14,18 +14,6 @@ import json
 from ..options import INT64_MAX, INT64_MIN, OptionSpec, format_duration, option_specs, parse_duration, parse_int
 
 
-def nsqpy_version_line(program: str) -> str:
-    """``nsqpy 0.1.0``: nsqpy's own commands report the installed package's
-    version (NSQ-shaped daemons and tools keep NSQ's line, which clients parse)."""
-    import importlib.metadata  # a daemon's startup never needs it
-
-    try:
-        version = importlib.metadata.version("nsqpy")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree
-        from .. import __version__ as version
-    return f"{program} {version}"
-
-
 def parse_bool(text: str) -> bool:
     value = text.strip().lower()
     if value in ("1", "t", "true"):

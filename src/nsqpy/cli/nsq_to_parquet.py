@@ -22,7 +22,8 @@ import sys
 import threading
 import time
 
-from .flags import OneLineErrorParser, nsqpy_version_line
+from ..version import nsqpy_version_line
+from .flags import OneLineErrorParser
 from .spark_noise import QuietStderr
 
 # up to 100,000 messages a second with nsqd at its own defaults (the source

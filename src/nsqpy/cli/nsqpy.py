@@ -19,7 +19,8 @@ import sys
 import time
 
 from ..localcluster import LocalCluster
-from .flags import GoDefaultsFormatter, nsqpy_version_line
+from ..version import nsqpy_version_line
+from .flags import GoDefaultsFormatter
 
 
 class _Stop(Exception):

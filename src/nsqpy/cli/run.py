@@ -4,7 +4,7 @@ import asyncio
 import gc
 import signal
 
-from .. import __version__, version_line
+from ..version import __version__, version_line
 from ..errors import StartupError
 from ..eventloop import new_event_loop
 from ..logs import setup_logging

@@ -10,7 +10,7 @@ charts and send the actions to the JSON API.
 import jinja2
 from aiohttp import web
 
-from .. import __version__
+from ..version import __version__
 from ..httpapi import HttpError
 from ..protocol import NSQ_VERSION
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name

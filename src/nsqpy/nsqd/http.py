@@ -5,7 +5,7 @@ import socket
 
 from aiohttp import web
 
-from .. import version_line
+from ..version import version_line
 from ..httpapi import (MAX_CONFIG_BODY, HttpError, address_list, bool_param, empty_response, encoded_json_response,
                        json_response, new_app, option_value, put_log_level, read_body, serve, text_response,
                        topic_and_channel_params, topic_param)

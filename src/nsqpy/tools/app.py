@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 
-from .. import __version__, version_line
+from ..version import __version__, version_line
 from ..eventloop import new_event_loop
 from ..logs import setup_logging
 from ..protocol import NSQ_VERSION
