@@ -104,10 +104,17 @@ async def close_listeners(tcp_server, http_api) -> None:
 def client_tls_context(ca_file: str = "", cert: str = "", key: str = "", skip_verify: bool = False):
     """An ``ssl.SSLContext`` for dialling a daemon: verify it against
     ``ca_file`` (or the system CAs) and the host dialled unless
-    ``skip_verify``; present ``cert``/``key`` when given."""
+    ``skip_verify``; present ``cert``/``key`` when given.
+
+    Certificates are checked as Go's crypto/x509 checks them, on every
+    Python: Python 3.13's default context adds OpenSSL's strict mode, which
+    refuses a certificate without an Authority Key Identifier (a self-signed
+    one, or one from an older CA) that Go's nsqd and go-nsq accept; an NSQ
+    deployment's certificates keep working when its programs are nsqpy's."""
     import ssl  # only programs that speak TLS pay for it
 
     context = ssl.create_default_context(cafile=ca_file or None)
+    context.verify_flags &= ~ssl.VERIFY_X509_STRICT
     if cert:
         context.load_cert_chain(cert, key)
     if skip_verify:

@@ -176,3 +176,25 @@ def test_our_client_reports_a_failed_handshake(start_nsqd, certs, tmp_path):
     with pytest.raises(ConnectionClosedError) as error:
         asyncio.run(main())
     assert "TLS with nsqd" in str(error.value) and "CERTIFICATE_VERIFY_FAILED" in str(error.value)
+
+
+def test_certificates_without_key_identifiers_are_accepted_as_go_accepts_them(start_nsqd, tmp_path, topic):
+    """Certificates from a CA that sets no Authority Key Identifier: Go's
+    nsqd and go-nsq accept them, and so do our client (which Python 3.13's
+    default verification would refuse) and nsqd checking a client's."""
+    import asyncio
+
+    from nsqpy.client import Config, Producer
+
+    old = make_certs(tmp_path, key_identifiers=False)
+    daemon = start_nsqd(*tls_flags(old, "--tls-client-auth-policy=require-verify", f"--tls-root-ca-file={old.ca}",
+                                   "--tls-required=tcp-https"))  # plain HTTP stays open for /stats
+    config = Config(tls_v1=True, tls_root_ca_file=old.ca, tls_cert=old.client_cert, tls_key=old.client_key)
+
+    async def main():
+        async with Producer(daemon.tcp_address, config) as producer:
+            await producer.publish(topic, b"accepted")
+
+    asyncio.run(main())
+    _, stats = http_json("GET", f"{daemon.http_url}/stats?format=json&topic={topic}")
+    assert stats["topics"][0]["message_count"] == 1

@@ -1,6 +1,8 @@
 """A throwaway CA with a server certificate (127.0.0.1, localhost) and a
 client certificate, generated when the tests run: no private key is
-committed."""
+committed. They carry key identifiers, as RFC 5280 asks and Python 3.13's
+default verification requires; ``key_identifiers=False`` makes them as
+older CAs did, without."""
 
 import datetime
 import ipaddress
@@ -34,18 +36,20 @@ def _write(path: Path, key, cert) -> tuple[str, str]:
     return str(cert_path), str(key_path)
 
 
-def make_certs(directory: Path) -> Certs:
+def make_certs(directory: Path, key_identifiers: bool = True) -> Certs:
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (x509.CertificateBuilder().subject_name(_name("nsqpy test CA")).issuer_name(_name("nsqpy test CA"))
-               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                            content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                            key_agreement=False, encipher_only=False, decipher_only=False),
-                              critical=True)
-               .sign(ca_key, hashes.SHA256()))
+    ca = (x509.CertificateBuilder().subject_name(_name("nsqpy test CA")).issuer_name(_name("nsqpy test CA"))
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, encipher_only=False, decipher_only=False),
+                         critical=True))
+    if key_identifiers:
+        ca = ca.add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+    ca_cert = ca.sign(ca_key, hashes.SHA256())
     ca_path, _ = _write(directory / "ca", ca_key, ca_cert)
 
     def leaf(name: str, usage, sans):
@@ -57,6 +61,10 @@ def make_certs(directory: Path) -> Certs:
                    .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        if key_identifiers:
+            builder = (builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+                       .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                                      critical=False))
         return _write(directory / name, key, builder.sign(ca_key, hashes.SHA256()))
 
     server_cert, server_key = leaf("server", ExtendedKeyUsageOID.SERVER_AUTH,

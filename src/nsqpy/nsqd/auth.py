@@ -11,10 +11,11 @@ channel name, so a publish grant needs a channel regex matching "".
 import json
 import random
 import re
-import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
+
+from ..net import client_tls_context
 
 PERMISSIONS = {"subscribe", "publish"}
 NSQ_ACCEPT = {"Accept": "application/vnd.nsq; version=1.0"}
@@ -81,7 +82,7 @@ class AuthClient:
         self.timeout = aiohttp.ClientTimeout(total=request_timeout, connect=connect_timeout)
         self.log = log
         # an HTTPS auth server is verified against --tls-root-ca-file when given
-        self.ssl = ssl.create_default_context(cafile=root_ca_file) if root_ca_file else None
+        self.ssl = client_tls_context(root_ca_file) if root_ca_file else None
 
     async def query(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState:
         import aiohttp
