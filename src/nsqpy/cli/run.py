@@ -4,11 +4,12 @@ import asyncio
 import gc
 import signal
 
-from ..version import __version__, version_line
 from ..errors import StartupError
 from ..eventloop import new_event_loop
 from ..logs import setup_logging
+from ..sdnotify import notify
 from ..supervision import follow_parent
+from ..version import __version__, version_line
 from .flags import parse_options
 
 
@@ -41,7 +42,9 @@ def run_daemon(daemon, log) -> int:
         except StartupError as error:  # one line for the operator, not a traceback
             log.critical("%s", error)
             return 1
+        notify("READY=1")
         await stop.wait()
+        notify("STOPPING=1")
         log.info("received signal, shutting down")
         return await daemon.stop() or 0
 
