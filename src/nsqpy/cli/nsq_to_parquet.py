@@ -119,7 +119,8 @@ def preflight(args) -> tuple[dict, int]:
     except ImportError as error:
         return {}, _fail(str(error), 1)
     from ..spark.options import OptionError, SourceOptions
-    from ..spark.preflight import Unreachable, check_writable, reach
+    from ..spark.preflight import Unreachable, check_spark_home, check_writable, reach
+    from ..spark.session import CONNECT_SCHEME
 
     options = source_options(args)
     try:
@@ -130,6 +131,8 @@ def preflight(args) -> tuple[dict, int]:
         check_writable("--output-dir", args.output_dir)
         check_writable("--checkpoint-dir", args.checkpoint_dir)
         reach(parsed)
+        if not args.master.startswith(CONNECT_SCHEME):
+            check_spark_home()
     except Unreachable as error:
         return {}, _fail(str(error), 1)
     return options, 0

@@ -84,3 +84,12 @@ def check_writable(what: str, path: str) -> None:
         raise Unreachable(f"{what} {path} cannot be created: {error.strerror or error}") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise Unreachable(f"{what} {path} is not writable")
+
+
+def check_spark_home() -> None:
+    """A ``SPARK_HOME`` left from another install must hold a Spark:
+    PySpark starts ``$SPARK_HOME/bin/spark-submit`` when it is set."""
+    home = os.environ.get("SPARK_HOME")
+    if home and not os.access(os.path.join(home, "bin", "spark-submit"), os.X_OK):
+        raise Unreachable(f"SPARK_HOME={home} has no bin/spark-submit: unset it to run the Spark PySpark "
+                          f"installed, or point it at a Spark distribution")
