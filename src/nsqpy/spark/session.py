@@ -3,8 +3,9 @@
 The archive command, the tests and the benchmarks build their sessions here:
 UI off, few shuffle partitions, driver bound to 127.0.0.1 when the master is
 local or on loopback,
-and the Python workers running this interpreter (so they find nsqpy and
-PyArrow). Every setting can be overridden with ``conf``.
+the Python workers running this interpreter (so they find nsqpy and
+PyArrow), and the driver's JVM mapping its classes from an archive
+(``classcache``). Every setting can be overridden with ``conf``.
 
 A master ``sc://host:port`` is a Spark Connect server: the session is a
 Connect client (PySpark's ``connect`` extra), the ``nsq`` data source is
@@ -39,6 +40,7 @@ def build_session(master: str = "local[*]", app_name: str = "nsqpy", conf: dict 
     from pyspark.sql import SparkSession
 
     from . import register
+    from .classcache import driver_java_options
 
     connect = master.startswith(CONNECT_SCHEME)
     settings = dict(SQL_DEFAULTS if connect else LIGHT_DEFAULTS)
@@ -51,6 +53,10 @@ def build_session(master: str = "local[*]", app_name: str = "nsqpy", conf: dict 
         if master.startswith("local") or "://127.0.0.1:" in master or "://localhost:" in master:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             settings.update(LOCAL_DEFAULTS)
+        if "spark.driver.extraJavaOptions" not in (conf or {}):
+            java_options = driver_java_options()
+            if java_options:
+                settings["spark.driver.extraJavaOptions"] = java_options
     settings.update(conf or {})
     spark = builder.appName(app_name).config(map=settings).getOrCreate()
     if not connect:  # a Connect client has no SparkContext; the server sets its own log level
