@@ -8,6 +8,7 @@ process behind (SIGTERM, then SIGKILL).
 
 import concurrent.futures
 import os
+import random
 import re
 import shutil
 import signal
@@ -180,10 +181,27 @@ def nsqlookupd_process(*extra: str) -> DaemonProcess:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now (for a program that cannot take port 0)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on now, for a program that cannot take port 0
+    or must come back on the same one. Chosen below the kernel's ephemeral
+    range: a port from that range can be handed to any other socket's
+    connect or bind to port 0 before the program binds it."""
+    low = _ephemeral_low()
+    while True:
+        port = random.randrange(min(10000, low // 2), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        return port
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            return int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; BSDs and macOS start at 49152
 
 
 class EtcdProcess(DaemonProcess):
