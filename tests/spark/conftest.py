@@ -5,8 +5,11 @@ own topic (and its own temporary directories), so tests do not see each
 other's messages or checkpoints.
 """
 
+import json
 import os
 import sys
+import urllib.parse
+from pathlib import Path
 
 import pytest
 
@@ -76,6 +79,28 @@ def wait_for_registration(lookupd, topic: str, nodes: int) -> None:
 def archived_bodies(spark, path) -> list[bytes]:
     """Bodies Spark's file sink committed (its _spark_metadata log decides)."""
     return [bytes(row.body) for row in spark.read.parquet(str(path)).select("body").collect()]
+
+
+def committed_bodies(path) -> list[bytes]:
+    """The bodies ``archived_bodies`` finds, without a session (so a test
+    whose job runs in its own process needs no JVM of its own to check it):
+    the files the file sink's log lists, read with pyarrow. The log, in
+    ``_spark_metadata``, is the newest ``<batch>.compact`` and the batch
+    files after it, each a ``v1`` line and then one JSON entry per file."""
+    import pyarrow.parquet
+
+    log = Path(path) / "_spark_metadata"
+    batches = {int(entry.name.split(".")[0]): entry for entry in log.iterdir() if entry.name[0].isdigit()}
+    compacts = [batch for batch, entry in batches.items() if entry.name.endswith(".compact")]
+    first = max(compacts, default=0)
+    files: dict[str, bool] = {}
+    for batch in sorted(batch for batch in batches if batch >= first):
+        version, *entries = batches[batch].read_text().splitlines()
+        assert version == "v1", f"{batches[batch]}: {version}"
+        for entry in map(json.loads, entries):
+            files[urllib.parse.urlparse(entry["path"]).path] = entry["action"] == "add"
+    return [body for file, added in files.items() if added
+            for body in pyarrow.parquet.read_table(file, columns=["body"]).column("body").to_pylist()]
 
 
 def bodies_other_readers_see(path) -> list[bytes]:

@@ -13,7 +13,7 @@ from nsqpy.spark.options import SourceOptions
 
 from tests.support.wire import http_json
 
-from .conftest import (archive_available_now, archived_bodies, channel_stats, publish, source_options,
+from .conftest import (archive_available_now, archived_bodies, channel_stats, committed_bodies, publish, source_options,
                        wait_for_registration)
 
 pytestmark = pytest.mark.spark
@@ -37,6 +37,7 @@ def test_available_now_archives_every_message_once_and_acknowledges_it(spark, sp
     batches = archive_available_now(spark, source_options(spark_nsqd, topic, max_messages_per_batch=1500),
                                     tmp_path / "out", tmp_path / "checkpoint")
     assert sorted(archived_bodies(spark, tmp_path / "out")) == bodies
+    assert sorted(committed_bodies(tmp_path / "out")) == bodies  # the session-free reader agrees
     assert batches == [1500, 1500, 1500, 500]
     stats = channel_stats(spark_nsqd, topic, "archive")
     assert (stats["depth"], stats["in_flight_count"], stats["timeout_count"]) == (0, 0, 0)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.processes import GroupProcess
 
-from .conftest import TASK_FAULTS_DIR, archived_bodies, channel_stats, publish
+from .conftest import TASK_FAULTS_DIR, channel_stats, committed_bodies, publish
 from .standalone import standalone_cluster
 
 # several JVM starts (or a standalone cluster) per test: minutes on a busy 2-core machine
@@ -24,7 +24,7 @@ def cluster(tmp_path_factory):
 
 
 @pytest.mark.parametrize("reader", ["driver", "executors"])
-def test_archive_job_runs_on_a_standalone_cluster(spark, spark_nsqd, topic, tmp_path, cluster, reader):
+def test_archive_job_runs_on_a_standalone_cluster(spark_nsqd, topic, tmp_path, cluster, reader):
     master_url, workers = cluster
     bodies = [f"{topic}-{i:05d}".encode() for i in range(3000)]
     publish(spark_nsqd, topic, bodies)
@@ -32,7 +32,7 @@ def test_archive_job_runs_on_a_standalone_cluster(spark, spark_nsqd, topic, tmp_
     launched = [_executors_launched(worker) for worker in workers]
     job = _archive_available_now(spark_nsqd, topic, out, master_url, f"--reader={reader}")
     assert "nsq_to_parquet: stopped" in job.output
-    assert sorted(archived_bodies(spark, out)) == bodies
+    assert sorted(committed_bodies(out)) == bodies
     stats = channel_stats(spark_nsqd, topic, "nsq_to_parquet")
     assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
     # the job's tasks ran in executors both workers launched for it
@@ -60,7 +60,7 @@ def _executors_launched(worker) -> int:
 
 
 def test_an_executor_killed_after_its_partition_log_write_loses_and_repeats_nothing(
-        spark, spark_nsqd, topic, tmp_path, cluster):
+        spark_nsqd, topic, tmp_path, cluster):
     """SIGKILL of the executor JVM (and its Python workers) running an odd
     partition, right after the partition's log write (``task_faults/``; even
     partitions raise instead). The master launches a new executor, Spark
@@ -81,7 +81,7 @@ def test_an_executor_killed_after_its_partition_log_write_loses_and_repeats_noth
         if run == 0:
             assert {"batch-1-part-0", "batch-1-part-1"} <= {path.name for path in faults.iterdir()}
             assert "ExecutorLostFailure" in job.output or "Lost executor" in job.output, job.output[-6000:]
-        assert sorted(archived_bodies(spark, out)) == bodies
+        assert sorted(committed_bodies(out)) == bodies
     stats = channel_stats(spark_nsqd, topic, "nsq_to_parquet")
     assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
     # more executors than the two runs' first ones: the killed one was replaced

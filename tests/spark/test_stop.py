@@ -7,7 +7,7 @@ import pytest
 from nsqpy.spark.archive import drain_file, start_archive, stop_gracefully
 from tests.support.wire import wait_until
 
-from .conftest import archived_bodies, channel_stats, publish, source_options
+from .conftest import archived_bodies, channel_stats, committed_bodies, publish, source_options
 
 # several JVM starts (or a standalone cluster) per test: minutes on a busy 2-core machine
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -50,3 +50,4 @@ def test_twenty_stops_right_after_a_commit_are_each_exactly_once(spark, spark_ns
 
     archived = archived_bodies(spark, out)
     assert len(archived) == len(set(archived)) == _committed_position(query)
+    assert sorted(committed_bodies(out)) == sorted(archived)  # the session-free reader, past a compacted log

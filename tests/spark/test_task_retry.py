@@ -14,14 +14,14 @@ import pytest
 
 from tests.support.wire import wait_until
 
-from .conftest import (TASK_FAULTS_DIR, archive_command, archived_bodies, bodies_other_readers_see, channel_stats,
+from .conftest import (TASK_FAULTS_DIR, archive_command, bodies_other_readers_see, channel_stats, committed_bodies,
                        publish, rows_at_least)
 
 pytestmark = pytest.mark.spark
 
 
 def test_tasks_failing_after_their_log_write_are_retried_and_every_message_is_archived_once(
-        spark, spark_nsqd, topic, tmp_path, archiver, monkeypatch):
+        spark_nsqd, topic, tmp_path, archiver, monkeypatch):
     bodies = [f"{topic}-{i:05d}".encode() for i in range(3000)]
     publish(spark_nsqd, topic, bodies)
     faults, out = tmp_path / "faults", tmp_path / "out"
@@ -48,6 +48,6 @@ def test_tasks_failing_after_their_log_write_are_retried_and_every_message_is_ar
     assert {"batch-1-part-0", "batch-1-part-1"} <= set(failed)
     assert "RuntimeError: injected failure of batch 1 partition 0 after its log write" in running.output
     assert re.search(r"Lost task .*Python worker exited unexpectedly", running.output)
-    archived = archived_bodies(spark, out)
+    archived = committed_bodies(out)
     assert sorted(archived) == bodies
     assert bodies_other_readers_see(out) == bodies
