@@ -12,8 +12,9 @@ from tests.support.processes import GroupProcess
 from .conftest import TASK_FAULTS_DIR, channel_stats, committed_bodies, publish
 from .standalone import standalone_cluster
 
-# several JVM starts (or a standalone cluster) per test: minutes on a busy 2-core machine
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+# several JVM starts (or a standalone cluster) per test: minutes on a busy 2-core machine;
+# one worker runs them all, so the module's cluster starts once
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300), pytest.mark.xdist_group("spark-standalone")]
 
 
 @pytest.fixture(scope="module")

@@ -198,9 +198,10 @@ class Replicator:
         whoever owns the epoch now delivers what it accepted."""
         epoch = self.epoch
         owner = await self.membership.claim(self.node, epoch)
-        link = self.links.get(owner)
-        if owner != self.node and (link is None or not link.ready):
-            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, which is not connected: "
+        # a node that was frozen finds its links closed for silence: the owner is dialled again
+        link = await self._ready_link(owner, self.lease_ttl) if owner != self.node else None
+        if owner != self.node and link is None:
+            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, which cannot be reached: "
                            "keeping the messages held here (both may deliver some)", epoch, owner)
         elif owner != self.node:
             # what this node accepted after the survivor's copy was made goes there too; the
@@ -304,13 +305,27 @@ class Replicator:
             if node not in members:
                 self.links.pop(node).close()
         self._ring_changed()
-        loop = asyncio.get_running_loop()
         for node in members:
             if node not in self.links:
-                host, _, port = node.rpartition(":")
-                link = self.links[node] = PeerLink(node, host, int(port), self._link_lost, self._link_ready,
-                                                   self.log)
-                loop.create_task(self._connect(link))
+                self._dial(node)
+
+    def _dial(self, node: str) -> None:
+        host, _, port = node.rpartition(":")
+        link = self.links[node] = PeerLink(node, host, int(port), self._link_lost, self._link_ready, self.log)
+        asyncio.get_running_loop().create_task(self._connect(link))
+
+    async def _ready_link(self, node: str, within: float) -> PeerLink | None:
+        """The link to ``node`` once it is up, dialled now if there is
+        none; None if it is not up within ``within`` seconds."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            link = self.links.get(node)
+            if link is None:
+                self._dial(node)
+            elif link.ready:
+                return link
+            await asyncio.sleep(0.05)
+        return None
 
     async def _connect(self, link: PeerLink) -> None:
         try:
