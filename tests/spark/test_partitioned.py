@@ -16,7 +16,7 @@ from nsqpy.spark.plan import initial_offset, plan_batch, split
 from nsqpy.spark import chunks
 from nsqpy.spark.chunks import to_record_batch
 from nsqpy.spark.wal import PartitionLog
-from tests.support.wire import http_json, wait_until
+from tests.support.wire import WireConn, http_json, wait_until
 
 from .conftest import (archive_command, archived_bodies, bodies_other_readers_see, channel_stats, publish,
                        rows_at_least, source_options)
@@ -67,6 +67,34 @@ def test_a_retried_task_replays_its_partition_and_reads_nsqd_no_more(spark_nsqd,
     assert len(_logged(tmp_path / "wal")) == 4  # two partitions, each logged and confirmed
     reader.commit(end)
     assert _logged(tmp_path / "wal") == []
+
+
+def test_under_available_now_what_a_partition_did_not_receive_is_read_by_a_later_batch(spark_nsqd, topic, tmp_path):
+    """Spark's calls made by hand: the run plans two partitions of 150 for
+    the 300 waiting; another consumer holds 150 in flight while they read,
+    so one partition receives nothing within idle_timeout. Once those come
+    back, the next batch plans them, and then the run ends."""
+    publish(spark_nsqd, topic, _bodies(topic, 300))
+    reader = NSQPartitionedReader(SourceOptions.parse(_executors_options(
+        [spark_nsqd], topic, tmp_path / "wal", max_messages_per_partition=150, idle_timeout=1)))
+    reader.prepareForTriggerAvailableNow()
+    start = initial_offset()
+    end = reader.latestOffset(start, None)
+
+    def rows_read(start, end) -> list[int]:
+        return [sum(rows.num_rows for rows in reader.read(p)) for p in reader.partitions(start, end)]
+
+    with WireConn(spark_nsqd.tcp_hostport) as other:
+        other.identify()
+        other.subscribe(topic, "archive", rdy=150)
+        other.messages(150, timeout=30)
+        assert sorted(rows_read(start, end)) == [0, 150]
+    wait_until(lambda: channel_stats(spark_nsqd, topic, "archive")["depth"] == 150, timeout=30)  # given back
+    reader.commit(end)
+    again = reader.latestOffset(end, None)
+    assert again["plan"] == [[spark_nsqd.tcp_address, 150]] and rows_read(end, again) == [150]
+    reader.commit(again)
+    assert reader.latestOffset(again, None) == again  # all that waited at the start is read: the run ends
 
 
 def test_redeliveries_of_a_partition_nsqd_never_confirmed_are_dropped(spark_nsqd, topic, tmp_path):

@@ -91,6 +91,7 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.schema = source_schema(options.dedup_key)
         self._left: dict[str, int] | None = None  # under availableNow: what each node may still give
+        self._uncounted: set[int] = set()  # batches this run planned whose reads are not yet counted
 
     # --- the driver: planning and committing ---------------------------------------------
 
@@ -108,6 +109,7 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         is ``max_messages_per_batch``, as for the driver reader). Asked only
         once the batch ending at ``start`` has committed, so its log goes
         here: ``commit()`` is not called for the last batch of a run."""
+        self._count_reads(start)
         self._settle(batch_number(start))
         if self._drain_requested():
             return start
@@ -118,7 +120,10 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._left is not None:
             for address, planned in plan:
                 self._left[address] -= planned
-        return next_offset(start, plan)
+        end = next_offset(start, plan)
+        if end is not start:
+            self._uncounted.add(batch_number(end))
+        return end
 
     def partitions(self, start: dict, end: dict):
         if batch_number(end) == batch_number(start):
@@ -127,7 +132,32 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for index, (address, count) in enumerate(end["plan"])]
 
     def commit(self, end: dict) -> None:
+        self._count_reads(end)
         self._settle(batch_number(end))
+
+    def _count_reads(self, end: dict) -> None:
+        """Under availableNow, what a partition of a committed batch did not
+        receive goes back to what its node may still give, for a later
+        batch: a task that got nothing within ``idle_timeout`` (a machine
+        busy enough, or another consumer holding the messages that long)
+        would otherwise end the run with its share unread. Counted once,
+        from the partitions' logs, before they are settled away. A batch
+        that received nothing at all gives nothing back (a paused channel
+        would plan the same batch for ever), so every batch that does
+        brings the run closer to its end."""
+        batch = batch_number(end)
+        if self._left is None or batch not in self._uncounted:
+            return
+        self._uncounted.discard(batch)
+        logged = PartitionLog(self.options.wal_path).rows_logged(batch)
+        if not any(logged.values()):
+            return
+        for index, (address, planned) in enumerate(end["plan"]):
+            unread = planned - logged.get(index, 0)
+            if unread > 0:
+                self._left[address] = self._left.get(address, 0) + unread
+                log.info("nsq source: batch %d partition %d received %d of %d; a later batch reads the rest",
+                         batch, index, planned - unread, planned)
 
     def _settle(self, committed: int) -> None:
         watched = PartitionLog(self.options.wal_path).settle(committed, time.time())

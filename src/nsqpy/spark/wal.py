@@ -164,6 +164,11 @@ class PartitionLog:
         except FileNotFoundError:
             return None
 
+    def rows_logged(self, batch: int) -> dict[int, int]:
+        """Rows each partition of ``batch`` logged (one that received nothing logs nothing)."""
+        return {index: sum(rows.num_rows for rows in self.read(batch, index) or ())
+                for logged, index, _ in self.entries() if logged == batch}
+
     def entries(self) -> list[tuple[int, int, bool]]:
         """``(batch, partition, confirmed)`` of every partition logged, in order."""
         names = {info.base_name for info in self._listing()}
