@@ -7,7 +7,7 @@ import time
 import pytest
 
 from nsqpy.client import Config, ConfigError, ConnectionClosedError, Consumer, Producer, ProtocolError, SyncProducer
-from tests.support.wire import http_json, wait_until
+from tests.support.wire import WireConn, http_json, wait_until
 
 FAST = dict(lookupd_poll_interval=1, rdy_redistribute_interval=0.1, low_rdy_idle_timeout=1, low_rdy_timeout=1)
 
@@ -77,6 +77,33 @@ def test_publish_paths_and_consume(nsqd, topic):
     assert sorted(handler.bodies) == sorted([b"one", b"two", b"three", b"later"] + [b"c%d" % i for i in range(300)])
     assert stats.messages_received == stats.messages_finished == 304
     assert stats.connections == 1 and list(stats.ready_counts.values()) == [50]
+
+
+@pytest.mark.parametrize("addresses", [1, 2], ids=["one-nsqd", "every-nsqd"])
+def test_publishes_keep_their_call_order_while_the_connection_is_made(start_nsqd, topic, addresses):
+    """One publish a loop turn from the first: those that came while the
+    connection was made wait for it in line, and one that comes as they
+    wake up must not overtake them (to_nsq's order depends on it), with
+    one nsqd and with a copy to every nsqd."""
+    nodes = [start_nsqd() for _ in range(addresses)]
+    for node in nodes:
+        http_json("POST", f"{node.http_url}/channel/create?topic={topic}&channel=ch")
+
+    async def main():
+        producer = Producer([node.tcp_address for node in nodes], replicas=addresses, dedup_key=False)
+        async with producer:
+            sent = []
+            for i in range(300):
+                sent.append(asyncio.ensure_future(producer.multi_publish(topic, [b"%03d" % i])))
+                await asyncio.sleep(0)
+            await asyncio.gather(*sent)
+
+    run(main())
+    for node in nodes:
+        with WireConn(node.tcp_hostport) as conn:
+            conn.subscribe(topic, "ch", rdy=300)
+            bodies = [conn.message(timeout=15).body for _ in range(300)]
+        assert bodies == [b"%03d" % i for i in range(300)]
 
 
 def test_finish_all_answers_a_held_batch_in_one_write(nsqd, topic):

@@ -84,6 +84,7 @@ class Producer:
         self._pool = NodePool(self._addresses, strategy, sticky)
         self._conns: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
+        self._queued: dict[str, int] = {}  # publishes waiting for an address's connection
         self._tasks: set[asyncio.Task] = set()  # probes, discovery, copies past the quorum
         self._probing: set[str] = set()
         self._node_up: asyncio.Event | None = None
@@ -200,9 +201,15 @@ class Producer:
         node.pending += 1
         try:
             conn = self._conns.get(node.address)
-            if conn is None or conn.closed:
-                async with asyncio.timeout_at(expiry):
-                    conn = await self._connection(node.address)
+            if conn is None or conn.closed or self._queued.get(node.address):
+                # in line behind the publishes that came while the connection was made: one
+                # that finds it made must not go out before those still waking up
+                self._queued[node.address] = self._queued.get(node.address, 0) + 1
+                try:
+                    async with asyncio.timeout_at(expiry):
+                        conn = await self._connection(node.address)
+                finally:
+                    self._queued[node.address] -= 1
             # one timer on the answer, the cheapest deadline asyncio has (a publish's common path)
             answer = conn.request(command)
             timer = loop.call_at(expiry, _expire, answer)
@@ -220,9 +227,8 @@ class Producer:
         node.published += 1
 
     async def _connection(self, address: str) -> Connection:
-        conn = self._conns.get(address)
-        if conn is not None and not conn.closed:
-            return conn
+        """The address's connection, made if need be; callers get it in the
+        order they asked (the lock's line), even once it is made."""
         lock = self._connecting.setdefault(address, asyncio.Lock())
         async with lock:
             conn = self._conns.get(address)
