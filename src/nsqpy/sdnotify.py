@@ -8,23 +8,20 @@ shutdown (nsqd may take a while to write its queues to disk). Anything else
 that runs a daemon sets no such variable, and nothing is sent.
 """
 
+import contextlib
 import os
 import socket
 
 SOCKET_ENV = "NOTIFY_SOCKET"
 
 
-def notify(state: str) -> bool:
-    """Send ``state`` to the service manager; False when there is none or
-    it cannot be reached (a daemon never fails for it)."""
+def notify(state: str) -> None:
+    """Send ``state`` to the service manager, if there is one; a daemon
+    never fails because it cannot be reached."""
     address = os.environ.get(SOCKET_ENV)
     if not address:
-        return False
+        return
     if address.startswith("@"):  # Linux's abstract namespace
         address = "\0" + address[1:]
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.sendto(state.encode(), address)
-    except OSError:
-        return False
-    return True
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.sendto(state.encode(), address)
