@@ -234,11 +234,16 @@ def start_spark(build):
     Ctrl-C the thread is left behind: the process exits, and the JVM exits
     when its standard input, this process's pipe, closes. PySpark installs
     its SIGINT handler only from the main thread, so the command's own
-    handler is the only one."""
+    handler is the only one. The thread blocks SIGINT: PySpark starts the
+    JVM with a ``preexec_fn``, so the child runs Python code between fork
+    and exec, and a Ctrl-C in that window printed a KeyboardInterrupt
+    traceback from the child. A child inherits the blocked signal, and
+    PySpark's ``preexec_fn`` then ignores it, as it meant to."""
     built: dict = {}
     done = threading.Event()
 
     def run() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             built["session"] = build()
         except BaseException as error:  # re-raised in the main thread, with its traceback

@@ -27,6 +27,7 @@ of the user's own replaces it.
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -135,4 +136,6 @@ def build(path: str) -> int:
 
 
 if __name__ == "__main__":
+    # started from a thread that blocks SIGINT (nsq_to_parquet's Spark start): a builder can be interrupted
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     sys.exit(build(sys.argv[1]))
