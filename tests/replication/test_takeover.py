@@ -101,9 +101,11 @@ def mpub(daemon, topic: str, numbers: range) -> set[str]:
     return {f"m{n}" for n in numbers}
 
 
-def held_for(cluster, index: int, origin) -> list[int]:
-    """How many copies node ``index`` holds of each epoch of ``origin``."""
-    return [s["messages"] for s in cluster.stats(index)["replication"]["shadows"] if s["origin"] == origin.tcp_address]
+def held_for(cluster, index: int, origin, epoch: int | None = None) -> list[int]:
+    """How many copies node ``index`` holds of each epoch of ``origin``
+    (of ``epoch`` only, when given)."""
+    return [s["messages"] for s in cluster.stats(index)["replication"]["shadows"]
+            if s["origin"] == origin.tcp_address and epoch in (None, s["epoch"])]
 
 
 def test_a_nodes_messages_get_a_new_copy_when_its_peer_dies(replicated, topic):
@@ -132,7 +134,9 @@ def test_a_clean_restart_keeps_its_messages_and_copies_them_again(replicated, to
     assert origin.stop() == 0
     origin = cluster.start(0)
     assert "dropped" not in origin.output
-    wait_until(lambda: held_for(cluster, 1, origin) == [100], timeout=30)
+    # the copies of the new epoch: node 1 may not have dropped those of the old one yet
+    epoch = cluster.stats(0)["replication"]["epoch"]
+    wait_until(lambda: held_for(cluster, 1, origin, epoch) == [100], timeout=30)
     origin.kill()
     reader = cluster.reader(topic, "ch")
     reader.wait_for(sent, timeout=TAKEOVER_WINDOW)

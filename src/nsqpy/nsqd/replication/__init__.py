@@ -66,7 +66,10 @@ peer, a publish waits one round trip to its peers, and a peer keeps each
 copy in memory until the origin's channels are through with it.
 Bounds: a message finished in the last turn before a crash may be
 delivered again by the survivor (same id); one finished by a node that
-was frozen past its lease may be delivered by both.
+was frozen past its lease may be delivered by both. A node that dies in
+the moment between a clean restart and its successors' copy of what it
+kept (one snapshot, sent as it joins) has those messages in its data dir
+only, as NSQ would, until it starts again.
 
 A peer that stays a member but stops answering (a disk whose fsync hangs)
 holds its origin's publishes for a lease's time at most: then its link
