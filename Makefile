@@ -20,7 +20,7 @@ DATA ?= .data
 # setup.py) take their types from the modules they import as well
 SOURCES := $(shell find src/nsqpy -name '*.py')
 
-.PHONY: run run-replicated test bench compiler java browser prometheus etcd clean
+.PHONY: run run-replicated test test-pythons bench compiler java browser prometheus etcd clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,24 @@ test: $(VENV)/.installed-test java browser prometheus etcd
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
 	NSQPY_PURE=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=10 tests/unit tests/integration tests/interop
 
+# The other Pythons nsqpy supports, each in a venv of its own (.venv-3.12,
+# .venv-3.13), compiled: the unit, integration, interop and packaging tests
+# and a Spark smoke. `make test` covers 3.11 and installs a wheel on each.
+PYTHONS ?= $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python $(HOME)/.pyenv/versions/3.13.*/bin/python)
+SPARK_SMOKE := tests/spark/test_source.py::test_available_now_archives_every_message_once_and_acknowledges_it \
+	tests/spark/test_sink.py::test_round_trip_dataframe_to_topic_to_dataframe
+
+test-pythons: java compiler
+	@[ -n "$(PYTHONS)" ] || { echo "no Python 3.12 or 3.13 found: set PYTHONS=/path/to/python ..."; exit 1; }
+	@for python in $(PYTHONS); do \
+	  venv=.venv-$$($$python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	  echo "== $$venv ($$python)"; \
+	  { [ -x $$venv/bin/python ] || $$python -m venv $$venv; } && \
+	  $$venv/bin/pip install -q --upgrade pip && $$venv/bin/pip install -q -e '.[test]' && \
+	  $$venv/bin/python -m pytest -n 2 --dist loadgroup --durations=5 \
+	    tests/unit tests/integration tests/interop tests/packaging $(SPARK_SMOKE) || exit 1; \
+	done
+
 bench: $(VENV)/.installed-test java
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/client_bench.py
@@ -90,5 +108,5 @@ bench: $(VENV)/.installed-test java
 	$(BIN)/python bench/spark_bench.py
 
 clean:
-	rm -rf $(VENV) $(DATA) build src/*.egg-info
+	rm -rf $(VENV) $(VENV)-3.* $(DATA) build src/*.egg-info
 	find src -name '*.so' -delete
