@@ -14,11 +14,15 @@ elif (_stale := _pure.stale_source()) is not None:
     _pure.install()
 
 
-_CLIENT_NAMES = ("Config", "Consumer", "Message", "Producer", "SyncProducer")
-__all__ = ["__version__", *_CLIENT_NAMES]
+__all__ = ["__version__", "Config", "Consumer", "Message", "Producer", "SyncProducer"]
+_CLIENT_NAMES = __all__[1:]
+
+TYPE_CHECKING = False  # true to type checkers, without importing typing
+if TYPE_CHECKING:
+    from .client import Config, Consumer, Message, Producer, SyncProducer
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     """``nsqpy.Producer`` and friends, imported on first use so the daemons
     never load the client."""
     if name in _CLIENT_NAMES:
@@ -26,3 +30,8 @@ def __getattr__(name: str):
 
         return getattr(client, name)
     raise AttributeError(f"module 'nsqpy' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The client's names too, so that ``help(nsqpy)`` shows them."""
+    return sorted({*globals(), *_CLIENT_NAMES})

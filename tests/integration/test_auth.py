@@ -12,6 +12,8 @@ from nsqpy.protocol import commands as cmd
 from tests.support.auth_server import AuthServer, grant
 from tests.support.wire import WireConn, http_json
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 
 @pytest.fixture
 def auth_server():

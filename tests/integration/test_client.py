@@ -9,6 +9,8 @@ import pytest
 from nsqpy.client import Config, ConfigError, ConnectionClosedError, Consumer, Producer, ProtocolError, SyncProducer
 from tests.support.wire import WireConn, http_json, wait_until
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 FAST = dict(lookupd_poll_interval=1, rdy_redistribute_interval=0.1, low_rdy_idle_timeout=1, low_rdy_timeout=1)
 
 

@@ -13,6 +13,8 @@ import pytest
 from nsqpy.client import Config, ConnectionClosedError, Consumer, Producer
 from tests.support.wire import http_json
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 
 def run(coroutine, timeout=90):
     return asyncio.run(asyncio.wait_for(coroutine, timeout))

@@ -12,6 +12,8 @@ from nsqpy.client import Config, ConnectionClosedError, Consumer, NSQError, Prod
 from tests.integration.test_client import FAST, Collector, eventually, run
 from tests.support.wire import http_json, wait_until
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 
 def record_loop_errors(loop_errors: list):
     """Collect what asyncio would print as 'Task exception was never retrieved' and the like."""

@@ -11,6 +11,8 @@ from nsqpy.protocol import commands as cmd
 from nsqpy.protocol.frames import FrameReader
 from tests.support.wire import WireConn, http_json
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 
 @pytest.mark.parametrize("options", [{"snappy": True}, {"deflate": True, "deflate_level": 3}])
 def test_our_client_publishes_and_consumes_compressed(nsqd, topic, options):

@@ -10,6 +10,8 @@ from nsqpy.client import Config, Consumer, NoNodeAvailableError, Producer, SyncP
 from tests.integration.test_client import FAST, Collector, eventually, run
 from tests.support.wire import http, http_json, wait_until
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 DURABLE = ("--mem-queue-size=0", "--sync-every=1")
 
 

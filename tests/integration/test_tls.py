@@ -13,6 +13,8 @@ from nsqpy.protocol.frames import MAGIC_V2, FrameReader
 from tests.support.certs import make_certs
 from tests.support.wire import WireConn, http, http_json
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):

@@ -11,6 +11,8 @@ import pytest
 
 from nsqpy.client import Config, Consumer, Producer
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 PEERS = Path(__file__).parent / "peers"
 
 

@@ -13,6 +13,8 @@ from nsqpy.protocol.frames import (FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE, FRAME_T
                                    encode_frame)
 from nsqpy.protocol.message import encode_message, message_fields
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 
 def message_frame(number: int, body: bytes) -> bytes:
     return encode_frame(FRAME_TYPE_MESSAGE, encode_message(1_700_000_000_000_000_000 + number, number % 7 + 1,

@@ -12,6 +12,8 @@ from nsqpy.client import Consumer
 from nsqpy.client import workers as workers_module
 from nsqpy.client.workers import Workers
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 
 class Recorded:
     """A message that records how it was answered, and when."""

@@ -2,13 +2,13 @@
 and a blocking SyncProducer for scripts and Spark executors."""
 
 from .config import Config, ConfigError
-from .consumer import Consumer, ConsumerStats
+from .consumer import ConnectionStats, Consumer, ConsumerStats
 from .dedup import DedupWindow
 from .errors import ConnectionClosedError, NoNodeAvailableError, NSQError, ProtocolError, StoppedError
 from .message import Message
-from .producer import Producer
+from .producer import NodeStats, Producer
 from .sync import SyncProducer
 
-__all__ = ["Config", "ConfigError", "Consumer", "ConsumerStats", "ConnectionClosedError", "DedupWindow",
-           "Message", "NoNodeAvailableError", "NSQError", "Producer", "ProtocolError", "StoppedError",
-           "SyncProducer"]
+__all__ = ["Config", "ConfigError", "ConnectionClosedError", "ConnectionStats", "Consumer", "ConsumerStats",
+           "DedupWindow", "Message", "NoNodeAvailableError", "NodeStats", "NSQError", "Producer", "ProtocolError",
+           "StoppedError", "SyncProducer"]

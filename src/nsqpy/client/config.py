@@ -8,6 +8,7 @@ already running.
 import dataclasses
 import socket
 import ssl
+from typing import Any
 
 from .. import __version__
 from ..net import client_tls_context
@@ -17,12 +18,16 @@ class ConfigError(ValueError):
     """An option is out of its range; the message names it and the range."""
 
 
-def _range(low: float, high: float):
+def _range(low: float, high: float) -> dict[str, tuple[float, float]]:
     return {"range": (low, high)}
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
+    """The options of a Producer or Consumer: go-nsq's, by their Python
+    names, with go-nsq's defaults and ranges (a value out of range raises
+    ``ConfigError``). ``replace(**changes)`` makes a changed copy."""
+
     # connections
     dial_timeout: float = dataclasses.field(default=1.0, metadata=_range(0.001, 300))
     read_timeout: float = dataclasses.field(default=60.0, metadata=_range(0.1, 300))
@@ -64,7 +69,7 @@ class Config:
     deflate_level: int = dataclasses.field(default=6, metadata=_range(1, 9))
     auth_secret: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             bounds = field.metadata.get("range")
             value = getattr(self, field.name)
@@ -85,10 +90,11 @@ class Config:
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("tls_cert and tls_key must be given together")
 
-    def replace(self, **changes) -> "Config":
+    def replace(self, **changes: Any) -> "Config":
+        """A copy with ``changes`` (options by name), validated again."""
         return dataclasses.replace(self, **changes)
 
-    def identify_body(self) -> dict:
+    def identify_body(self) -> dict[str, object]:
         """What IDENTIFY tells nsqd about this client (milliseconds on the wire)."""
         def ms(seconds: float) -> int:
             return -1 if seconds == -1 else int(seconds * 1000)
@@ -113,5 +119,6 @@ class Config:
 def tls_context(config: Config) -> ssl.SSLContext:
     """Verify nsqd against ``tls_root_ca_file`` (or the system CAs) and the
     host dialled, unless ``tls_insecure_skip_verify``; present ``tls_cert``."""
-    return client_tls_context(config.tls_root_ca_file, config.tls_cert, config.tls_key,
-                              config.tls_insecure_skip_verify)
+    context: ssl.SSLContext = client_tls_context(config.tls_root_ca_file, config.tls_cert, config.tls_key,
+                                                 config.tls_insecure_skip_verify)
+    return context

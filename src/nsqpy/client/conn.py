@@ -17,38 +17,48 @@ import json
 import logging
 import ssl
 from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 from ..protocol import commands
-from ..protocol.compression import new_codec
+from ..protocol.compression import DeflateCodec, SnappyCodec, new_codec
 from ..protocol.errors import NON_FATAL_CODES
 from ..protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, HEARTBEAT, MAGIC_V2, OK
 from ..protocol.v2 import CONFIRM, START_TLS, EnableCodec, upgrade_steps
 from ..net import split_host_port
 from .config import Config, tls_context
 from .errors import ConnectionClosedError, ProtocolError
-from .inbound import InboundReader
+from .inbound import Arrival, InboundReader
 
 log = logging.getLogger("nsqpy.client")
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, address: str, config: Config, *, on_messages=None, on_close=None):
+    """One connection to nsqd, of a Producer or a Consumer (a message's
+    ``connection``): ``connect()`` dials and runs the handshake, then
+    commands are queued with ``send``, ``finish`` and ``request``."""
+
+    def __init__(self, address: str, config: Config, *,
+                 on_messages: Callable[["Connection", list[Arrival]], None] | None = None,
+                 on_close: Callable[["Connection"], None] | None = None):
+        """``on_messages(conn, arrivals)``: the messages of each read;
+        ``on_close(conn)``: once, when the connection has closed."""
         self.address = address
         self.config = config
-        self.on_messages = on_messages  # callable(conn, [(timestamp, attempts, id, body), ...])
-        self.on_close = on_close  # callable(conn)
-        self.identity: dict = {}  # nsqd's IDENTIFY answer
-        self.auth_identity: dict = {}  # nsqd's AUTH answer, when it requires AUTH
+        self.on_messages = on_messages
+        self.on_close = on_close
+        self.identity: dict[str, Any] = {}  # nsqd's IDENTIFY answer (JSON)
+        self.auth_identity: dict[str, Any] = {}  # nsqd's AUTH answer, when it requires AUTH
         self.closed = False
 
-        self._transport = None
+        self._transport: asyncio.Transport | None = None
         self._reader = InboundReader()
-        self._pending: deque[asyncio.Future] = deque()
+        self._pending: deque[asyncio.Future[bytes]] = deque()
         self._out: list[bytes] = []
         self._fins: list[bytes] = []  # ids of the FINs queued after the last entry of _out
         self._flush_scheduled = False
-        self._loop = None
-        self._codec = None  # snappy or deflate, once negotiated
+        self._loop: asyncio.AbstractEventLoop  # set by connect(), before any other use
+        self._codec: SnappyCodec | DeflateCodec | None = None  # once negotiated
         # during the handshake frames are read one at a time: what follows the
         # IDENTIFY answer (or an OK) may belong to a layer not switched on yet
         self._handshaking = False
@@ -57,7 +67,7 @@ class Connection(asyncio.Protocol):
         self._write_backlog = 0
         self._watchdog: asyncio.TimerHandle | None = None
         self._close_reason = ""
-        self._lost: asyncio.Future | None = None  # for close_gracefully
+        self._lost: asyncio.Future[None] | None = None  # for close_gracefully
 
     def __repr__(self) -> str:
         return f"Connection({self.address})"
@@ -65,25 +75,29 @@ class Connection(asyncio.Protocol):
     @property
     def max_rdy_count(self) -> int | None:
         """nsqd's cap on RDY (from IDENTIFY's answer), if it said."""
-        return self.identity.get("max_rdy_count")
+        count: int | None = self.identity.get("max_rdy_count")
+        return count
 
     @property
     def msg_timeout(self) -> float:
         """Seconds nsqd waits for an answer to a message before redelivering it."""
-        return (self.identity.get("msg_timeout") or 60000) / 1000
+        milliseconds: int = self.identity.get("msg_timeout") or 60000
+        return milliseconds / 1000
 
     # --- lifecycle ---------------------------------------------------------------------
 
-    async def connect(self) -> dict:
+    async def connect(self) -> dict[str, Any]:
+        """Dial, handshake (and AUTH when nsqd asks for it); returns nsqd's
+        IDENTIFY answer."""
         loop = self._loop = asyncio.get_running_loop()
         host, port = split_host_port(self.address)
         try:
             async with asyncio.timeout(self.config.dial_timeout):
-                await loop.create_connection(lambda: self, host, port)
+                transport, _ = await loop.create_connection(lambda: self, host, port)
         except (OSError, asyncio.TimeoutError) as error:
             reason = str(error) or f"no answer within {self.config.dial_timeout:g}s (dial_timeout)"
             raise ConnectionClosedError(f"cannot connect to nsqd at {self.address}: {reason}") from None
-        self._transport.write(MAGIC_V2)
+        transport.write(MAGIC_V2)
         config = self.config
         self._handshaking = True
         answer = await self.request(commands.identify(config.identify_body()))
@@ -107,6 +121,7 @@ class Connection(asyncio.Protocol):
         return self.identity
 
     async def _start_tls(self, host: str) -> None:
+        assert self._transport is not None  # connected
         try:
             async with asyncio.timeout(self.config.dial_timeout + 5):
                 self._transport = await self._loop.start_tls(self._transport, self, tls_context(self.config),
@@ -123,13 +138,13 @@ class Connection(asyncio.Protocol):
         if behind:
             self._reader.feed(self._codec.decode(behind), limit=0)
 
-    def _expect_frame(self) -> asyncio.Future:
+    def _expect_frame(self) -> asyncio.Future[bytes]:
         future = self._loop.create_future()
         future.add_done_callback(_retrieve)  # unawaited when the step before it failed
         self._pending.append(future)
         return future
 
-    async def _confirm(self, ok: asyncio.Future) -> None:
+    async def _confirm(self, ok: asyncio.Future[bytes]) -> None:
         """nsqd's OK through the layer just switched on (it may be buffered already)."""
         self._on_frames(*self._reader.feed(b"", limit=1))
         try:
@@ -142,13 +157,13 @@ class Connection(asyncio.Protocol):
             self.close()
             raise ConnectionClosedError(f"nsqd at {self.address} answered the upgrade with {answer[:60]!r}")
 
-    def connection_made(self, transport) -> None:
-        self._transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # a stream's: it writes
         self._last_read_at = self._loop.time()
         if self._watchdog is None:
             self._schedule_watchdog()
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._watchdog is not None:
             self._watchdog.cancel()
@@ -178,6 +193,7 @@ class Connection(asyncio.Protocol):
         resets the connection, and nsqd drops the FINs it had not read yet."""
         if self.closed:
             return
+        assert self._transport is not None  # connected
         self._flush()
         if self._transport.can_write_eof():
             self._lost = self._loop.create_future()
@@ -193,7 +209,7 @@ class Connection(asyncio.Protocol):
         """Until everything sent so far has been written to the socket (or
         the connection has closed: nsqd then redelivers what was unanswered)."""
         self._flush()
-        while not self.closed and self._transport.get_write_buffer_size():
+        while not self.closed and self._transport is not None and self._transport.get_write_buffer_size():
             await asyncio.sleep(0.001)
 
     # --- deadlines ------------------------------------------------------------------------------
@@ -209,6 +225,7 @@ class Connection(asyncio.Protocol):
         Writing: the buffer not draining for write_timeout."""
         if self.closed:
             return
+        assert self._transport is not None  # connected: the watchdog starts with the transport
         now, config = self._loop.time(), self.config
         backlog = self._transport.get_write_buffer_size()
         if backlog and backlog >= self._write_backlog:
@@ -238,7 +255,7 @@ class Connection(asyncio.Protocol):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
-    def finish(self, message_ids: list[bytes]) -> None:
+    def finish(self, message_ids: Iterable[bytes]) -> None:
         """Queue a FIN for each id. FIN is a consumer's commonest command:
         kept as bare ids, a run of them is encoded with one join when it is
         written (``FIN <id>\n`` back to back), in order with the rest."""
@@ -253,7 +270,7 @@ class Connection(asyncio.Protocol):
         self._out.append(commands.fin_many(self._fins))
         self._fins = []
 
-    def request(self, data: bytes) -> asyncio.Future:
+    def request(self, data: bytes) -> asyncio.Future[bytes]:
         """Send a command whose answer (OK, JSON, or an error) resolves the future."""
         future = self._loop.create_future()
         future.add_done_callback(_retrieve)  # a caller that gave up leaves no "never retrieved" error
@@ -272,6 +289,7 @@ class Connection(asyncio.Protocol):
             data = b"".join(self._out)
             if self._codec is not None:
                 data = self._codec.encode(data)
+            assert self._transport is not None  # connected: nothing is sent before
             self._transport.write(data)
         self._out.clear()
 
@@ -289,7 +307,7 @@ class Connection(asyncio.Protocol):
             return
         self._on_frames(messages, others)
 
-    def _on_frames(self, messages: list, others: list) -> None:
+    def _on_frames(self, messages: list[Arrival], others: list[tuple[int, bytes]]) -> None:
         """Answers and errors first, in order; then the messages, in one call."""
         for frame_type, payload in others:
             if frame_type == FRAME_TYPE_RESPONSE:
@@ -310,10 +328,10 @@ class Connection(asyncio.Protocol):
                     if not future.done():
                         future.set_exception(error)
                 self.close()
-        if messages:
+        if messages and self.on_messages is not None:
             self.on_messages(self, messages)
 
 
-def _retrieve(future: asyncio.Future) -> None:
+def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()

@@ -11,8 +11,10 @@ import asyncio
 import logging
 import random
 import signal
+from collections.abc import Callable, Collection, Coroutine, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any, Literal, TypeAlias, cast, overload
 
 import aiohttp
 
@@ -25,28 +27,36 @@ from .dedup import DELIVER, DROP, DedupWindow
 from .discovery import lookup_producers
 from .errors import NSQError, ProtocolError, StoppedError
 from .flow import NOTHING, Decisions, FlowController
+from .inbound import Arrival
 from .message import Message
-from .workers import Workers
+from .workers import Handler, Workers
 
 log = logging.getLogger("nsqpy.client")
 
 _attempts = itemgetter(1)  # of an arrival (timestamp, attempts, id, body)
 CLOSE_TIMEOUT = 1.0  # seconds a stopping consumer waits for nsqd to have read its last answers
 
+#: A bulk consumer's handler: each read's arrivals, with the connection to answer them on.
+BulkHandler: TypeAlias = Callable[[Connection, list[Arrival]], object]
+
 
 @dataclass(frozen=True)
 class ConsumerStats:
+    """A Consumer's counts so far (``Consumer.stats()``)."""
+
     messages_received: int
     messages_finished: int
     messages_requeued: int
     connections: int
-    ready_counts: dict  # nsqd address -> the RDY last sent
+    ready_counts: dict[str, int]  # nsqd address -> the RDY last sent
     backoff_level: int
     copies_dropped: int = 0  # with dedup: copies FINished unhandled
 
 
 @dataclass(frozen=True)
 class ConnectionStats:
+    """One of a Consumer's connections (``Consumer.connection_stats()``)."""
+
     address: str
     ready_count: int  # the RDY last sent
     in_flight: int  # received, not yet answered
@@ -54,9 +64,22 @@ class ConnectionStats:
 
 
 class Consumer:
-    def __init__(self, topic: str, channel: str, handler, *, config: Config | None = None,
-                 concurrency: int = 1, on_give_up=None, dedup: bool | DedupWindow = False,
-                 bulk: bool = False):
+    """Consumes a topic's channel from any number of nsqd, from asyncio
+    (``connect_to_nsqd``, ``connect_to_nsqlookupd``, ``stop``) or blocking
+    (``run``): each message goes to the handler, and its outcome to nsqd."""
+
+    @overload
+    def __init__(self, topic: str, channel: str, handler: Handler, *, config: Config | None = None,
+                 concurrency: int = 1, on_give_up: Callable[[Message], object] | None = None,
+                 dedup: bool | DedupWindow[Message] = False, bulk: Literal[False] = False): ...
+
+    @overload
+    def __init__(self, topic: str, channel: str, handler: BulkHandler, *, config: Config | None = None,
+                 concurrency: int = 1, bulk: Literal[True]): ...
+
+    def __init__(self, topic: str, channel: str, handler: Handler | BulkHandler, *, config: Config | None = None,
+                 concurrency: int = 1, on_give_up: Callable[[Message], object] | None = None,
+                 dedup: bool | DedupWindow[Message] = False, bulk: bool = False):
         """``handler(message)``: a coroutine function or a plain function (run
         in a thread pool of ``concurrency`` threads). Returning FINs the
         message, raising REQs it with backoff, unless the handler called
@@ -78,23 +101,26 @@ class Consumer:
             raise ValueError(f"invalid channel name {channel!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 (got {concurrency})")
-        if bulk and (dedup or on_give_up is not None or (config and config.max_attempts)):
+        # a window is tested for None, never for truth: an empty one has length 0
+        window = DedupWindow() if dedup is True else (dedup if isinstance(dedup, DedupWindow) else None)
+        if bulk and (window is not None or on_give_up is not None or (config and config.max_attempts)):
             raise ValueError("a bulk consumer answers every message itself: no dedup, on_give_up or max_attempts")
-        self._bulk = bulk
+        # bulk says which kind the handler is (a bulk consumer's workers stay idle)
+        self._bulk_handler = cast(BulkHandler, handler) if bulk else None
         self.topic = topic
         self.channel = channel
         self.handler = handler
         self.config = config or Config()
         self.concurrency = concurrency
         self.on_give_up = on_give_up
-        self.dedup = DedupWindow() if dedup is True else (dedup or None)
+        self.dedup: DedupWindow[Message] | None = window
         self.connections: dict[str, Connection] = {}
-        self.flow: FlowController | None = None  # made with the loop, whose clock it reads
+        self._flow: FlowController[Connection]  # made by _start, with the loop whose clock it reads
         self._max_in_flight = self.config.max_in_flight  # until there is a flow controller
 
-        self._workers = Workers(handler, concurrency, f"{topic}/{channel}")
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._workers = Workers(cast(Handler, handler), concurrency, f"{topic}/{channel}")
+        self._loop: asyncio.AbstractEventLoop | None = None  # the first connect's, where it runs
+        self._tasks: set[asyncio.Task[None]] = set()
         self._connecting: set[str] = set()
         self._nsqd_addresses: list[str] = []
         self._lookupd_addresses: list[str] = []
@@ -122,7 +148,8 @@ class Consumer:
             log.warning("consumer %s/%s: %s refused: %s; re-connecting", self.topic, self.channel, address, error)
             self._spawn(self._reconnect(address))
 
-    async def connect_to_nsqds(self, addresses) -> None:
+    async def connect_to_nsqds(self, addresses: Iterable[str]) -> None:
+        """``connect_to_nsqd`` for each, at once."""
         await asyncio.gather(*(self.connect_to_nsqd(a) for a in addresses))
 
     async def connect_to_nsqlookupd(self, address: str) -> None:
@@ -137,12 +164,20 @@ class Consumer:
             await self._query_lookupd()
             self._spawn(self._poll_lookupd())
 
-    async def connect_to_nsqlookupds(self, addresses) -> None:
+    async def connect_to_nsqlookupds(self, addresses: Iterable[str]) -> None:
+        """``connect_to_nsqlookupd`` for each: they are asked in turn."""
         for address in addresses:
             await self.connect_to_nsqlookupd(address)
 
     @property
+    def flow(self) -> FlowController[Connection] | None:
+        """How much each nsqd may send, and the backoff: made on the first
+        connect, with the loop whose clock it reads (None before)."""
+        return self._flow if self._loop is not None else None
+
+    @property
     def max_in_flight(self) -> int:
+        """The most messages in flight at once, over all connections."""
         return self.flow.max_in_flight if self.flow else self._max_in_flight
 
     def change_max_in_flight(self, count: int) -> None:
@@ -152,12 +187,12 @@ class Consumer:
         else:
             self._apply(self.flow.set_max_in_flight(count))
 
-    def finish_all(self, messages) -> list:
+    def finish_all(self, messages: Collection[Message]) -> list[Message]:
         """FIN many messages with one write per connection (for batch
         processors holding thousands; call it on the consumer's loop). Returns
         the messages that could not be answered: already answered, or their
         connection closed (nsqd delivers those again)."""
-        unanswerable = []
+        unanswerable: list[Message] = []
         by_connection: dict[Connection, list[bytes]] = {}
         for message in messages:
             if not message.claim_response():
@@ -167,7 +202,7 @@ class Consumer:
         for conn, ids in by_connection.items():
             conn.finish(ids)
             self._finished += len(ids)
-            self._apply(self.flow.finished(conn, len(ids)))
+            self._apply(self._flow.finished(conn, len(ids)))
         if self.dedup is not None:
             skipped = set(map(id, unanswerable))
             for message in messages:
@@ -182,7 +217,7 @@ class Consumer:
             return
         conn.finish(ids)
         self._finished += len(ids)
-        self._apply(self.flow.finished(conn, len(ids)))
+        self._apply(self._flow.finished(conn, len(ids)))
 
     def requeue_ids(self, conn: Connection, ids: list[bytes]) -> None:
         """A bulk consumer's REQs, for redelivery at once and without backoff."""
@@ -190,11 +225,12 @@ class Consumer:
             return
         for message_id in ids:
             conn.send(commands.req(message_id, 0))
-            self._apply(self.flow.requeued(conn, False))
+            self._apply(self._flow.requeued(conn, False))
         self._requeued += len(ids)
 
     @staticmethod
     def touch_ids(conn: Connection, ids: list[bytes]) -> None:
+        """A bulk consumer's TOUCHes: more time for messages still at work."""
         for message_id in ids:
             conn.send(commands.touch(message_id))
 
@@ -208,13 +244,15 @@ class Consumer:
         return self.flow is not None and self.flow.is_saturated()
 
     def stats(self) -> ConsumerStats:
+        """The counts so far, and each connection's RDY."""
         ready = self.flow.ready_counts() if self.flow else {}
         return ConsumerStats(self._received, self._finished, self._requeued, len(self.connections),
                              {conn.address: count for conn, count in ready.items()},
                              self.flow.backoff_level if self.flow else 0,
-                             self.dedup.copies_dropped if self.dedup else 0)
+                             self.dedup.copies_dropped if self.dedup is not None else 0)
 
     def connection_stats(self) -> list[ConnectionStats]:
+        """Each connection's RDY, messages in flight and nsqd's message timeout."""
         if self.flow is None:
             return []
         flows = self.flow.connections
@@ -242,7 +280,7 @@ class Consumer:
         for task in list(self._tasks):
             task.cancel()
         for conn in list(self.connections.values()):
-            flow.closing(conn)
+            self._flow.closing(conn)
             conn.request(commands.CLS)
         try:
             async with asyncio.timeout(timeout):
@@ -256,9 +294,9 @@ class Consumer:
         if self._http is not None:
             await self._http.close()
 
-    def run(self, *, nsqd_tcp_addresses=(), lookupd_http_addresses=()) -> None:
+    def run(self, *, nsqd_tcp_addresses: Iterable[str] = (), lookupd_http_addresses: Iterable[str] = ()) -> None:
         """Blocking facade: connect, consume until SIGINT/SIGTERM, stop gracefully."""
-        async def main():
+        async def main() -> None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -278,22 +316,24 @@ class Consumer:
         if self._loop is not None:
             return
         self._loop = asyncio.get_running_loop()
-        self.flow = FlowController(self.config, self._loop.time)
-        self.flow.set_max_in_flight(self._max_in_flight)
+        self._flow = FlowController(self.config, self._loop.time)
+        self._flow.set_max_in_flight(self._max_in_flight)
         self._workers.start(self._loop)
         self._spawn(self._redistribute_loop())
 
-    def _spawn(self, coroutine) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None  # started: every caller comes after _start
         task = self._loop.create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._task_ended)
 
-    def _task_ended(self, task: asyncio.Task) -> None:
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
         """Every background task's failure is logged, in one line."""
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("consumer %s/%s: %s failed: %s", self.topic, self.channel, task.get_coro().__name__,
-                      task.exception())
+            # the coroutine's name; a task that ran to its end eagerly (3.12) keeps no coroutine
+            name = getattr(task.get_coro(), "__name__", task.get_name())
+            log.error("consumer %s/%s: %s failed: %s", self.topic, self.channel, name, task.exception())
 
     async def _connect(self, address: str) -> None:
         if address in self.connections or address in self._connecting or self._stopping:
@@ -308,7 +348,7 @@ class Consumer:
                 return
             self.connections[address] = conn
             log.info("consumer %s/%s: connected to %s", self.topic, self.channel, address)
-            self._apply(self.flow.added(conn, conn.max_rdy_count))
+            self._apply(self._flow.added(conn, conn.max_rdy_count))
         finally:
             self._connecting.discard(address)
 
@@ -316,7 +356,7 @@ class Consumer:
         if self.connections.get(conn.address) is not conn:
             return
         del self.connections[conn.address]
-        decisions = self.flow.removed(conn)
+        decisions = self._flow.removed(conn)
         if self._stopping:
             return
         log.warning("consumer %s/%s: connection to %s closed", self.topic, self.channel, conn.address)
@@ -381,27 +421,27 @@ class Consumer:
 
     # --- messages ------------------------------------------------------------------------------
 
-    def _on_messages(self, conn: Connection, arrived: list) -> None:
+    def _on_messages(self, conn: Connection, arrived: list[Arrival]) -> None:
         """What one read of ``conn`` brought: counted in flight at once, then
         each message given up (past max_attempts), dropped or held (a copy),
         or queued for the handler."""
         self._received += len(arrived)
-        self.flow.received(conn, len(arrived))
-        if self._bulk:
-            self.handler(conn, arrived)
+        self._flow.received(conn, len(arrived))
+        if self._bulk_handler is not None:
+            self._bulk_handler(conn, arrived)
             return
-        config, answered = self.config, self._answered
+        config, answered, dedup = self.config, self._answered, self.dedup
         max_attempts = config.max_attempts
         messages = [Message(message_id, body, timestamp, attempts, conn, config, answered)
                     for timestamp, attempts, message_id, body in arrived]
-        if self.dedup is None and not (max_attempts and max(map(_attempts, arrived)) > max_attempts):
+        if dedup is None and not (max_attempts and max(map(_attempts, arrived)) > max_attempts):
             self._workers.deliver(messages)  # the common case: nothing to decide per message
             return
         admitted = []
         for message in messages:
             if max_attempts and message.attempts > max_attempts:
                 self._give_up(message)
-            elif self.dedup is None or self._admit_copy(message):
+            elif dedup is None or self._admit_copy(message, dedup):
                 admitted.append(message)
         self._workers.deliver(admitted)
 
@@ -415,12 +455,12 @@ class Consumer:
                 log.exception("consumer: on_give_up failed")
         message.finish()
 
-    def _admit_copy(self, message: Message) -> bool:
-        """With dedup: strip the key line; False for a copy dropped or held."""
+    def _admit_copy(self, message: Message, dedup: DedupWindow[Message]) -> bool:
+        """Strip the key line; False for a copy dropped or held."""
         message.dedup_key, message.body = split_key(message.body)
         if message.dedup_key is None:
             return True
-        verdict = self.dedup.admit(message.dedup_key, message)
+        verdict = dedup.admit(message.dedup_key, message)
         if verdict == DROP:
             message.finish()
         return verdict == DELIVER
@@ -430,40 +470,41 @@ class Consumer:
         conn = message.connection
         if requeued:
             self._requeued += 1
-            self._apply(self.flow.requeued(conn, backoff))
-            if message.dedup_key is not None:
+            self._apply(self._flow.requeued(conn, backoff))
+            if message.dedup_key is not None and self.dedup is not None:
                 successor = self.dedup.requeued(message.dedup_key, message)
                 if successor is not None:
                     self._workers.deliver([successor])
         else:
             self._finished += 1
-            decisions = self.flow.finished(conn)
+            decisions = self._flow.finished(conn)
             if decisions is not NOTHING:
                 self._apply(decisions)
             if message.dedup_key is not None:
                 self._drop_held_copies(message)
 
     def _drop_held_copies(self, message: Message) -> None:
-        if message.dedup_key is not None:
+        if message.dedup_key is not None and self.dedup is not None:
             for copy in self.dedup.finished(message.dedup_key, message):
                 copy.finish()
 
     # --- RDY and backoff, as the flow controller decides ----------------------------------------
 
-    def _apply(self, decisions: Decisions) -> None:
+    def _apply(self, decisions: Decisions[Connection]) -> None:
         for conn, count in decisions.rdy:
             conn.send(commands.rdy(count))
         if decisions.wake_in is not None:
+            assert self._loop is not None  # started: only a connection's events back off
             log.warning("consumer %s/%s: backing off for %.3fs (level %d)", self.topic, self.channel,
-                        decisions.wake_in, self.flow.backoff_level)
+                        decisions.wake_in, self._flow.backoff_level)
             self._backoff_timer = self._loop.call_later(decisions.wake_in, self._backoff_ended)
 
     def _backoff_ended(self) -> None:
         self._backoff_timer = None
-        self._apply(self.flow.backoff_ended())
+        self._apply(self._flow.backoff_ended())
 
     async def _redistribute_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.rdy_redistribute_interval)
-            self._apply(self.flow.tick())
+            self._apply(self._flow.tick())
 

@@ -13,12 +13,25 @@ failed. Holding rather than requeueing keeps the copy's attempts unchanged.
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 DELIVER, DROP, HOLD = "deliver", "drop", "hold"
 
+Copy = TypeVar("Copy")  # a copy of a message, as the consumer holds it
 
-class DedupWindow:
-    def __init__(self, max_keys: int = 100_000, max_age: float = 600.0, clock=time.monotonic):
+
+class DedupWindow(Generic[Copy]):
+    """What ``Consumer(dedup=...)`` remembers to handle each replicated
+    message once: the keys handled lately, and the copies waiting on one.
+
+    ``DedupWindow(max_keys, max_age)`` sizes it (the default: 100,000 keys
+    for 10 minutes); a copy that arrives after its key left the window is
+    handled again.
+    """
+
+    def __init__(self, max_keys: int = 100_000, max_age: float = 600.0,
+                 clock: Callable[[], float] = time.monotonic):
         if max_keys < 1 or max_age <= 0:
             raise ValueError("max_keys must be >= 1 and max_age > 0")
         self.max_keys = max_keys
@@ -26,13 +39,15 @@ class DedupWindow:
         self.clock = clock
         self.copies_dropped = 0
         self._done: OrderedDict[str, float] = OrderedDict()  # key -> when handled, oldest first
-        self._handling: dict[str, object] = {}  # key -> the copy being handled
-        self._held: dict[str, list] = {}  # key -> copies waiting for its outcome
+        self._handling: dict[str, Copy] = {}  # key -> the copy being handled
+        self._held: dict[str, list[Copy]] = {}  # key -> copies waiting for its outcome
 
     def __len__(self) -> int:
         return len(self._done)
 
-    def admit(self, key: str, message) -> str:
+    def admit(self, key: str, message: Copy) -> str:
+        """``DELIVER`` (handle it), ``DROP`` (a copy of one handled: FIN it
+        unhandled) or ``HOLD`` (another copy is being handled: wait for it)."""
         self._expire()
         if key in self._done:
             self.copies_dropped += 1
@@ -43,7 +58,7 @@ class DedupWindow:
         self._handling[key] = message
         return DELIVER
 
-    def finished(self, key: str, message) -> list:
+    def finished(self, key: str, message: Copy) -> list[Copy]:
         """``message`` was handled: returns the held copies, to be FINished unhandled."""
         if self._handling.get(key) is message:
             del self._handling[key]
@@ -54,7 +69,7 @@ class DedupWindow:
         self.copies_dropped += len(held)
         return held
 
-    def requeued(self, key: str, message):
+    def requeued(self, key: str, message: Copy) -> Copy | None:
         """``message`` failed and went back to nsqd: returns a held copy to
         handle in its place (now the one being handled), or None."""
         if self._handling.get(key) is not message:

@@ -1,5 +1,7 @@
 """Asking nsqlookupd which nsqd nodes have a topic (consumers), or which exist (producers)."""
 
+from typing import Any
+
 import aiohttp
 
 NSQ_ACCEPT = {"Accept": "application/vnd.nsq; version=1.0"}
@@ -34,6 +36,6 @@ async def list_nodes(session: aiohttp.ClientSession, address: str) -> list[str]:
     return [_tcp_address(p) for p in data.get("producers") or []]
 
 
-def _tcp_address(producer: dict) -> str:
+def _tcp_address(producer: dict[str, Any]) -> str:
     host = producer["broadcast_address"]
     return f"[{host}]:{producer['tcp_port']}" if ":" in host else f"{host}:{producer['tcp_port']}"

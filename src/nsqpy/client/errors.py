@@ -17,6 +17,7 @@ class ProtocolError(NSQError, protocol_errors.ProtocolError):
 
     @classmethod
     def from_frame(cls, data: bytes) -> "ProtocolError":
+        """The error an error frame's payload (``E_CODE description``) names."""
         error = protocol_errors.parse_error_frame(data)
         return cls(error.code, error.description)
 

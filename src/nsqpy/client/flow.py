@@ -19,8 +19,9 @@ the clock is passed in, so tests drive it with a fake one.
 """
 
 import random
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, NamedTuple
+from typing import Generic, NamedTuple, Never, TypeVar, TypeVarTuple
 
 from .backoff import backoff_duration
 from .config import Config
@@ -28,13 +29,20 @@ from .config import Config
 DEFAULT_MAX_RDY = 2500  # assumed when nsqd does not say
 STARVED_RATIO = 0.85
 
+Key = TypeVar("Key", bound=Hashable)  # a connection, as the consumer names it
+Key_co = TypeVar("Key_co", bound=Hashable, covariant=True)
+Args = TypeVarTuple("Args")  # a decision step's
 
-class Decisions(NamedTuple):
-    rdy: list  # (connection, count) pairs to send, in order
+
+class Decisions(NamedTuple, Generic[Key_co]):
+    """What the consumer is to do after an event: send these RDY counts,
+    and maybe start the backoff timer."""
+
+    rdy: Sequence[tuple[Key_co, int]]  # (connection, count) pairs to send, in order
     wake_in: float | None = None  # call backoff_ended() after this many seconds
 
 
-NOTHING = Decisions([])
+NOTHING: Decisions[Never] = Decisions([])
 
 
 @dataclass
@@ -50,18 +58,21 @@ class ConnectionFlow:
 
 
 @dataclass
-class FlowController:
+class FlowController(Generic[Key]):
+    """One consumer's RDY counts and backoff, over its connections (any
+    hashable key: the consumer's are its ``Connection`` objects)."""
+
     config: Config
     clock: Callable[[], float]
     rng: random.Random = field(default_factory=random.Random)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.max_in_flight = self.config.max_in_flight
-        self.connections: dict[Hashable, ConnectionFlow] = {}
+        self.connections: dict[Key, ConnectionFlow] = {}
         self.backoff_level = 0
         self.backoff_pending = False  # a backoff window is running
         self.stopping = False
-        self._rdy: list = []
+        self._rdy: list[tuple[Key, int]] = []
 
     # --- what the consumer asks ------------------------------------------------------------
 
@@ -69,7 +80,7 @@ class FlowController:
     def in_flight(self) -> int:
         return sum(flow.in_flight for flow in self.connections.values())
 
-    def ready_counts(self) -> dict:
+    def ready_counts(self) -> dict[Key, int]:
         return {key: flow.ready for key, flow in self.connections.items()}
 
     def is_starved(self) -> bool:
@@ -85,22 +96,22 @@ class FlowController:
 
     # --- events ----------------------------------------------------------------------------------
 
-    def added(self, key, max_rdy: int | None) -> Decisions:
+    def added(self, key: Key, max_rdy: int | None) -> Decisions[Key]:
         self.connections[key] = ConnectionFlow(max_rdy or DEFAULT_MAX_RDY)
         return self._decided(self._rebalance)
 
-    def removed(self, key) -> Decisions:
+    def removed(self, key: Key) -> Decisions[Key]:
         if self.connections.pop(key, None) is None:
             return NOTHING
         return self._decided(self._rebalance)
 
-    def received(self, key, count: int = 1) -> None:
+    def received(self, key: Key, count: int = 1) -> None:
         flow = self.connections.get(key)
         if flow is not None:
             flow.in_flight += count
             flow.last_message_at = self.clock()
 
-    def finished(self, key, count: int = 1) -> Decisions:
+    def finished(self, key: Key, count: int = 1) -> Decisions[Key]:
         flow = self.connections.get(key)
         if flow is not None:
             flow.in_flight -= count
@@ -108,16 +119,16 @@ class FlowController:
             return NOTHING
         return self._decided(self._backoff_result, True)
 
-    def requeued(self, key, backoff: bool) -> Decisions:
+    def requeued(self, key: Key, backoff: bool) -> Decisions[Key]:
         self._answered(key, 1)
         return self._decided(self._backoff_result, False) if backoff else NOTHING
 
-    def closing(self, key) -> None:
+    def closing(self, key: Key) -> None:
         """CLS was sent on ``key``: it gets no more RDY."""
         if key in self.connections:
             self.connections[key].closing = True
 
-    def set_max_in_flight(self, count: int) -> Decisions:
+    def set_max_in_flight(self, count: int) -> Decisions[Key]:
         """0 pauses the consumer."""
         self.max_in_flight = max(0, count)
         return self._decided(self._rebalance)
@@ -125,30 +136,30 @@ class FlowController:
     def stop(self) -> None:
         self.stopping = True
 
-    def backoff_ended(self) -> Decisions:
+    def backoff_ended(self) -> Decisions[Key]:
         """The backoff window is over: test the waters with RDY 1 on one connection."""
         self.backoff_pending = False
         if self.stopping or not self.connections:
             return NOTHING
         return self._decided(self._set, self.rng.choice(list(self.connections)), 1)
 
-    def tick(self) -> Decisions:
+    def tick(self) -> Decisions[Key]:
         """The redistribution loop (every ``rdy_redistribute_interval``)."""
         return self._decided(self._redistribute)
 
     # --- decisions -------------------------------------------------------------------------------
 
-    def _decided(self, step, *args) -> Decisions:
+    def _decided(self, step: Callable[[*Args], float | None], *args: *Args) -> Decisions[Key]:
         self._rdy = []
         wake_in = step(*args)
         return Decisions(self._rdy, wake_in) if self._rdy or wake_in is not None else NOTHING
 
-    def _answered(self, key, count: int) -> None:
+    def _answered(self, key: Key, count: int) -> None:
         flow = self.connections.get(key)
         if flow is not None:
             flow.in_flight -= count
 
-    def _set(self, key, count: int) -> None:
+    def _set(self, key: Key, count: int) -> None:
         flow = self.connections[key]
         count = min(count, flow.max_rdy)
         if count != flow.ready and not flow.closing:

@@ -10,6 +10,7 @@ whole, so a large message that arrives in many reads is joined once.
 
 import struct
 from itertools import repeat
+from typing import TypeAlias
 
 from ..protocol.errors import E_BAD_BODY, E_BAD_MESSAGE, ProtocolError
 from ..protocol.frames import FRAME_HEADER_SIZE, FRAME_TYPE_MESSAGE
@@ -20,6 +21,9 @@ _MESSAGE_FRAME = struct.Struct(">iiqH16s")  # size, frame type, timestamp, attem
 _MESSAGE_START = _MESSAGE_FRAME.size  # where a message frame's body begins
 _SMALLEST_MESSAGE = 4 + MESSAGE_HEADER_SIZE  # a message frame's size field, with an empty body
 _UNLIMITED = repeat(None)  # loops over it until a break
+
+#: A message as it arrived: ``(timestamp, attempts, id, body)``.
+Arrival: TypeAlias = tuple[int, int, bytes, bytes]
 
 
 class InboundReader:
@@ -36,7 +40,7 @@ class InboundReader:
         self._buffered = 0
         self._wanted = 0  # bytes the frame in progress needs, once its size is known
 
-    def feed(self, data: bytes, limit: int | None = None) -> tuple[list[tuple], list[tuple[int, bytes]]]:
+    def feed(self, data: bytes, limit: int | None = None) -> tuple[list[Arrival], list[tuple[int, bytes]]]:
         """Messages and other frames complete so far, each list in stream
         order; with ``limit``, at most that many frames in all, the rest
         kept buffered (during the handshake, what follows an answer may

@@ -1,7 +1,10 @@
 """A message as a consumer sees it, with the responses it can send."""
 
+from collections.abc import Callable
+
 from ..protocol import commands
 from .config import Config
+from .conn import Connection
 
 
 class Message:
@@ -16,8 +19,8 @@ class Message:
     __slots__ = ("id", "body", "timestamp", "attempts", "dedup_key", "connection", "_config", "_on_answered",
                  "_responded", "_auto")
 
-    def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int, connection,
-                 config: Config, on_answered):
+    def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int, connection: Connection,
+                 config: Config, on_answered: Callable[["Message", bool, bool], None]):
         """``on_answered(message, requeued, backoff)``: told of the message's one response."""
         self.id = message_id
         self.body = body
@@ -35,10 +38,12 @@ class Message:
 
     @property
     def nsqd_address(self) -> str:
+        """The ``host:port`` of the nsqd it came from."""
         return self.connection.address
 
     @property
     def has_responded(self) -> bool:
+        """A FIN or REQ was sent (or claimed) for it."""
         return self._responded
 
     @property
@@ -57,12 +62,15 @@ class Message:
 
     @property
     def auto_response(self) -> bool:
+        """The consumer answers for the handler (FIN when it returns, REQ when it raises)."""
         return self._auto
 
     def disable_auto_response(self) -> None:
+        """The handler answers itself, now or later."""
         self._auto = False
 
     def finish(self) -> None:
+        """FIN: handled; nsqd forgets it."""
         if self._responded:
             return
         self._responded = True

@@ -8,6 +8,8 @@ after each failure in a row. This module only decides; the Producer does
 the I/O and reports what happened.
 """
 
+from collections.abc import Container, Iterable
+
 STRATEGIES = ("round-robin", "least-pending")
 MIN_RETRY_DELAY = 0.25
 MAX_RETRY_DELAY = 15.0
@@ -32,7 +34,8 @@ class Node:
 
 def retry_delay(failures: int) -> float:
     """Seconds before probing a node that failed ``failures`` times in a row."""
-    return min(MAX_RETRY_DELAY, MIN_RETRY_DELAY * 2 ** max(0, failures - 1))
+    delay: float = MIN_RETRY_DELAY * 2 ** min(max(0, failures - 1), 32)  # past the cap long before 2**32
+    return min(MAX_RETRY_DELAY, delay)
 
 
 class NodePool:
@@ -46,7 +49,7 @@ class NodePool:
     preferred node and keep the others as fallbacks.
     """
 
-    def __init__(self, addresses=(), strategy: str = "round-robin", sticky: bool = False):
+    def __init__(self, addresses: Iterable[str] = (), strategy: str = "round-robin", sticky: bool = False):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)} (got {strategy!r})")
         self.strategy = strategy
@@ -59,7 +62,7 @@ class NodePool:
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def set_addresses(self, addresses) -> list[Node]:
+    def set_addresses(self, addresses: Iterable[str]) -> list[Node]:
         """Follow a new list (from nsqlookupd): new nodes join, nodes no longer
         listed leave. Returns the nodes that left, for their connections to close."""
         wanted = list(dict.fromkeys(addresses))
@@ -69,7 +72,7 @@ class NodePool:
             self._unstick(node)
         return gone
 
-    def choose(self, topic: str, exclude=()) -> Node | None:
+    def choose(self, topic: str, exclude: Container[Node] = ()) -> Node | None:
         """A healthy node not in ``exclude`` (the nodes already tried or
         holding a copy of this publish), or None when there is none."""
         if self.sticky:

@@ -18,8 +18,10 @@ waits forever.
 import asyncio
 import logging
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import count
+from typing import Any
 
 from ..protocol import commands
 from ..protocol.dedupkey import with_key
@@ -37,6 +39,8 @@ EMPTY_POOL_POLL = 1.0  # seconds between nsqlookupd queries while no node is kno
 
 @dataclass(frozen=True)
 class NodeStats:
+    """One nsqd as a Producer sees it (``Producer.stats()``)."""
+
     up: bool
     pending: int
     published: int
@@ -45,8 +49,12 @@ class NodeStats:
 
 
 class Producer:
-    def __init__(self, addresses: str | list[str] | tuple = (), config: Config | None = None, *,
-                 lookupd_http_addresses=(), strategy: str = "round-robin", sticky: bool = False,
+    """Publishes to nsqd, from asyncio: ``async with Producer("host:4150") as
+    producer: await producer.publish(topic, body)``. Connects on first use;
+    one node (NSQ's producer) or many, with failover and replicas."""
+
+    def __init__(self, addresses: str | Iterable[str] = (), config: Config | None = None, *,
+                 lookupd_http_addresses: Iterable[str] = (), strategy: str = "round-robin", sticky: bool = False,
                  replicas: int = 1, quorum: int | None = None, dedup_key: bool | None = None,
                  timeout: float = 10.0, node_timeout: float = 3.0):
         """``addresses``: one nsqd ``host:port`` (NSQ's producer) or a list;
@@ -60,8 +68,7 @@ class Producer:
         ``timeout``: the most a call waits for a node to accept it;
         ``node_timeout``: how long one node may leave a publish unanswered
         before it counts as down (with more than one node)."""
-        single = isinstance(addresses, str)
-        self._addresses = [addresses] if single else list(addresses)
+        self._addresses = [addresses] if isinstance(addresses, str) else list(addresses)
         self._lookupds = list(lookupd_http_addresses)
         if not self._addresses and not self._lookupds:
             raise ValueError("Producer needs nsqd addresses or lookupd_http_addresses")
@@ -72,6 +79,7 @@ class Producer:
             raise ValueError(f"quorum must be in [1, replicas={replicas}] (got {quorum})")
         if timeout <= 0 or node_timeout <= 0:
             raise ValueError("timeout and node_timeout must be positive")
+        single = isinstance(addresses, str)
         self.address = self._addresses[0] if single else ", ".join(self._addresses or self._lookupds)
         self.config = config or Config()
         self.replicas = replicas
@@ -85,10 +93,10 @@ class Producer:
         self._conns: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
         self._queued: dict[str, int] = {}  # publishes waiting for an address's connection
-        self._tasks: set[asyncio.Task] = set()  # probes, discovery, copies past the quorum
+        self._tasks: set[asyncio.Task[Any]] = set()  # probes, discovery, copies past the quorum
         self._probing: set[str] = set()
-        self._node_up: asyncio.Event | None = None
-        self._discovered: asyncio.Event | None = None
+        self._node_up = asyncio.Event()  # set when nodes are found, or one is back up
+        self._discovered = asyncio.Event()  # set once nsqlookupd has been asked
         self._started = False
         self._closed = False
         self._id = secrets.randbits(62)
@@ -97,7 +105,7 @@ class Producer:
     async def __aenter__(self) -> "Producer":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # --- publishing ----------------------------------------------------------------------------
@@ -111,6 +119,7 @@ class Producer:
     # replicas, those that acknowledged, comma-separated).
 
     async def publish(self, topic: str, body: bytes) -> str:
+        """PUB one message."""
         return await self._send(topic, commands.pub(topic, self._keyed([body])[0]))
 
     async def multi_publish(self, topic: str, bodies: list[bytes]) -> str:
@@ -122,10 +131,12 @@ class Producer:
         return await self._send(topic, commands.dpub(topic, int(delay * 1000), self._keyed([body])[0]))
 
     def stats(self) -> dict[str, NodeStats]:
+        """Each node's state and counts, by address."""
         return {node.address: NodeStats(node.up, node.pending, node.published, node.failures, node.last_error)
                 for node in self._pool.nodes.values()}
 
     async def close(self) -> None:
+        """Close the connections; later calls raise ``StoppedError``."""
         self._closed = True
         for task in list(self._tasks):
             task.cancel()
@@ -150,11 +161,12 @@ class Producer:
         taken: set[Node] = set()  # nodes holding or being sent a copy of this message
         copies = [asyncio.create_task(self._one_copy(topic, command, deadline, taken))
                   for _ in range(self.replicas)]
-        acknowledged, failures = [], []
+        acknowledged: list[str] = []
+        failures: list[ConnectionClosedError] = []
         try:
-            for copy in asyncio.as_completed(copies):
+            for earliest in asyncio.as_completed(copies):
                 try:
-                    acknowledged.append(await copy)
+                    acknowledged.append(await earliest)
                 except ConnectionClosedError as error:
                     failures.append(error)
                 if len(acknowledged) >= self.quorum:
@@ -300,11 +312,8 @@ class Producer:
         if self._started:
             return
         self._started = True
-        self._node_up = asyncio.Event()
         if self._lookupds:
-            self._discovered = asyncio.Event()
             self._keep(asyncio.ensure_future(self._poll_lookupds()))
-        if self._discovered is not None and not self._discovered.is_set():
             try:
                 async with asyncio.timeout(max(deadline - asyncio.get_running_loop().time(), 0.001)):
                     await self._discovered.wait()
@@ -319,7 +328,8 @@ class Producer:
         timeout = aiohttp.ClientTimeout(total=self.config.lookupd_poll_timeout)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while not self._closed:
-                found, answered = [], False
+                found: list[str] = []
+                answered = False
                 for address in self._lookupds:
                     try:
                         found += await list_nodes(session, address)
@@ -336,17 +346,17 @@ class Producer:
                 idle = self.config.lookupd_poll_interval if self._pool.any_up() else EMPTY_POOL_POLL
                 await asyncio.sleep(idle)
 
-    def _keep(self, task: asyncio.Future) -> None:
+    def _keep(self, task: asyncio.Task[Any]) -> None:
         """Hold a background task until it ends, and read its outcome so none is left unretrieved."""
         self._tasks.add(task)
         task.add_done_callback(self._forget)
 
-    def _forget(self, task: asyncio.Future) -> None:
+    def _forget(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.debug("producer: background publish ended: %s", task.exception())
 
 
-def _expire(answer: asyncio.Future) -> None:
+def _expire(answer: asyncio.Future[bytes]) -> None:
     if not answer.done():
         answer.set_exception(TimeoutError())

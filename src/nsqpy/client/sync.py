@@ -13,17 +13,23 @@ nsqlookupd and replicas work as with ``Producer``.
 
 import asyncio
 import threading
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
 
 from ..eventloop import new_event_loop
 from .config import Config
-from .producer import Producer
+from .producer import NodeStats, Producer
 
 _GRACE = 1.0  # beyond the Producer's timeout, for its answer to cross threads
 
+T = TypeVar("T")
+
 
 class SyncProducer:
-    def __init__(self, addresses: str | list[str] | tuple = (), config: Config | None = None, *,
-                 timeout: float = 10.0, **options):
+    """A ``Producer`` for code without an event loop: the same calls, blocking."""
+
+    def __init__(self, addresses: str | Iterable[str] = (), config: Config | None = None, *,
+                 timeout: float = 10.0, **options: Any):
         """The arguments of ``Producer`` (one address or many,
         ``lookupd_http_addresses``, ``replicas``, ...); ``timeout`` bounds each call."""
         self._producer = Producer(addresses, config, timeout=timeout, **options)
@@ -38,10 +44,10 @@ class SyncProducer:
     def __enter__(self) -> "SyncProducer":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, coroutine):
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
             return future.result(self.timeout + _GRACE)
@@ -49,22 +55,28 @@ class SyncProducer:
             future.cancel()
             raise TimeoutError(f"nsqd at {self.address} did not answer in {self.timeout}s") from None
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, NodeStats]:
+        """As ``Producer.stats``."""
         return self._producer.stats()
 
     def ping(self) -> None:
+        """As ``Producer.ping``, blocking."""
         self._call(self._producer.ping())
 
     def publish(self, topic: str, body: bytes) -> str:
+        """As ``Producer.publish``, blocking."""
         return self._call(self._producer.publish(topic, body))
 
     def multi_publish(self, topic: str, bodies: list[bytes]) -> str:
+        """As ``Producer.multi_publish``, blocking."""
         return self._call(self._producer.multi_publish(topic, bodies))
 
     def deferred_publish(self, topic: str, delay: float, body: bytes) -> str:
+        """As ``Producer.deferred_publish``, blocking."""
         return self._call(self._producer.deferred_publish(topic, delay, body))
 
     def close(self) -> None:
+        """Close the Producer and end its thread's loop."""
         if self._closed:
             return
         self._closed = True

@@ -20,6 +20,8 @@ import inspect
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeAlias, cast
 
 from .message import Message
 
@@ -27,9 +29,16 @@ log = logging.getLogger("nsqpy.client")
 
 BATCH_TIME = 0.01  # seconds a thread keeps handling one batch before its answers go out
 
+#: A consumer's handler: an ``async def`` function of the message, or a plain
+#: one (run in a thread); what it returns is not used.
+Handler: TypeAlias = Callable[[Message], object]
+AsyncHandler: TypeAlias = Callable[[Message], Awaitable[object]]
+
 
 class Workers:
-    def __init__(self, handler, concurrency: int, name: str):
+    """The handler's workers, fed by ``deliver``, started and stopped with the consumer."""
+
+    def __init__(self, handler: Handler, concurrency: int, name: str):
         """``name`` (``topic/channel``) prefixes the log lines."""
         self.handler = handler
         self.concurrency = concurrency
@@ -38,8 +47,8 @@ class Workers:
         self._name = name
         self._is_async = _is_coroutine_callable(handler)
         self._executor = None if self._is_async else concurrent.futures.ThreadPoolExecutor(concurrency)
-        self._idle: deque[asyncio.Future] = deque()  # one per sleeping worker, resolved to wake it
-        self._tasks: list[asyncio.Task] = []
+        self._idle: deque[asyncio.Future[None]] = deque()  # one per sleeping worker, resolved to wake it
+        self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def busy(self) -> bool:
@@ -58,7 +67,7 @@ class Workers:
         if self._executor is not None:
             self._executor.shutdown(wait=False)
 
-    def deliver(self, messages) -> None:
+    def deliver(self, messages: Iterable[Message]) -> None:
         """Queue messages and wake as many sleeping workers as they need."""
         self.queue.extend(messages)
         idle, waiting = self._idle, len(self.queue)
@@ -74,7 +83,7 @@ class Workers:
         await waiter
 
     async def _work_on_loop(self) -> None:
-        queue, handler = self.queue, self.handler
+        queue, handler = self.queue, cast(AsyncHandler, self.handler)  # start() runs this for one only
         while True:
             if not queue:
                 await self._sleep()
@@ -117,7 +126,7 @@ class Workers:
             message.requeue()
 
 
-def _handle_for_a_while(handler, queue: deque) -> list[tuple[Message, Exception | None]]:
+def _handle_for_a_while(handler: Handler, queue: deque[Message]) -> list[tuple[Message, Exception | None]]:
     """In a pool thread: messages taken from ``queue`` and handled until it
     is empty or ``BATCH_TIME`` has passed, each with its outcome (None, or
     the exception raised)."""
@@ -137,6 +146,6 @@ def _handle_for_a_while(handler, queue: deque) -> list[tuple[Message, Exception 
     return handled
 
 
-def _is_coroutine_callable(handler) -> bool:
+def _is_coroutine_callable(handler: object) -> bool:
     """An ``async def`` function, or an object whose ``__call__`` is one."""
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(getattr(handler, "__call__", None))
