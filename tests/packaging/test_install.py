@@ -65,7 +65,7 @@ def fresh_venv(python: str, where: Path) -> Path:
     return where / "bin"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # xdist may run other modules in between: built once a worker
 def dist(tmp_path_factory) -> Path:
     """The sdist and the wheel ``python -m build`` makes of the checkout."""
     out = tmp_path_factory.mktemp("dist")
@@ -149,7 +149,7 @@ def test_the_sdist_installs_as_pure_python_where_no_compiler_is_found(dist, tmp_
     check_installed(bin_dir, console_scripts(only(dist, "nsqpy-*-cp*.whl")), tmp_path, compiled=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # xdist may run other modules in between: built once a worker
 def pure_wheel(tmp_path_factory) -> Path:
     """The wheel a build without a compiler makes: for every Python 3."""
     out = tmp_path_factory.mktemp("pure")

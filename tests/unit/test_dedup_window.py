@@ -2,7 +2,10 @@
 
 import pytest
 
+from nsqpy.client import Consumer
 from nsqpy.client.dedup import DELIVER, DROP, HOLD, DedupWindow
+
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
 
 
 class Clock:
@@ -73,3 +76,11 @@ def test_keys_are_forgotten_past_max_age():
 def test_bad_bounds_are_refused():
     with pytest.raises(ValueError):
         DedupWindow(max_keys=0)
+
+
+def test_a_consumer_keeps_the_window_it_is_given_even_while_empty():
+    window = DedupWindow(max_keys=10)
+    assert len(window) == 0
+    assert Consumer("t", "c", lambda message: None, dedup=window).dedup is window
+    with pytest.raises(ValueError, match="no dedup"):
+        Consumer("t", "c", lambda connection, arrivals: None, dedup=window, bulk=True)

@@ -7,6 +7,8 @@ import pytest
 from nsqpy.client.config import Config
 from nsqpy.client.flow import NOTHING, FlowController
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 
 class Clock:
     def __init__(self):
@@ -121,6 +123,15 @@ def test_requeue_without_backoff_changes_nothing_and_the_level_is_capped():
         assert decisions.wake_in <= 8
         flow.backoff_ended()
     assert levels == [1, 2, 3, 3, 3, 3]  # 2**4 = 16 > 8: no higher
+
+
+def test_a_zero_multiplier_backs_off_for_nothing_however_many_failures():
+    flow = controller(max_in_flight=2, backoff_multiplier=0.0)
+    flow.added("a", 2500)
+    for _ in range(2000):  # the level rises each time (0 s is below any maximum), past 2**1024
+        flow.received("a")
+        assert flow.requeued("a", backoff=True).wake_in == 0
+        flow.backoff_ended()
 
 
 def test_backoff_disabled_by_zero_max_backoff_duration():

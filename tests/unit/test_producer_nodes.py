@@ -4,6 +4,8 @@ import pytest
 
 from nsqpy.client.nodes import MAX_RETRY_DELAY, MIN_RETRY_DELAY, NodePool, retry_delay
 
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")  # the client is a library: no deprecated calls
+
 NODES = ["a:4150", "b:4150", "c:4150"]
 
 
@@ -33,7 +35,7 @@ def test_retry_delay_doubles_with_failures_in_a_row_up_to_a_ceiling():
     node = pool.nodes["a:4150"]
     delays = [pool.failed(node, "down") for _ in range(10)]
     assert delays[:3] == [MIN_RETRY_DELAY, 2 * MIN_RETRY_DELAY, 4 * MIN_RETRY_DELAY]
-    assert delays[-1] == MAX_RETRY_DELAY == retry_delay(100)
+    assert delays[-1] == MAX_RETRY_DELAY == retry_delay(100) == retry_delay(5000)  # hours down: no overflow
     assert delays == sorted(delays)
 
 
