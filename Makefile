@@ -8,9 +8,10 @@
 # nsqd's hot modules are compiled with mypyc when installing (setup.py), so
 # the install steps make sure a C compiler and Python's headers are there
 # (gcc and python3-dev with apt-get when missing), and `make test` runs the
-# whole suite compiled, then the unit, integration and interop tests again
-# as pure Python (NSQPY_PURE=1 imports the .py files; see nsqpy/_pure.py),
-# each on two pytest-xdist workers (tests/conftest.py says which run together).
+# whole suite compiled, then the unit and integration tests again as pure
+# Python (NSQPY_PURE=1 imports the .py files; see nsqpy/_pure.py; the
+# packaging tests install pure builds too), each on two pytest-xdist workers
+# (tests/conftest.py says which run together).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -80,7 +81,7 @@ etcd:
 test: $(VENV)/.installed-test java browser prometheus etcd
 	@$(BIN)/python -c 'import nsqpy.nsqd.channel as m; print("nsqd hot modules:", "pure Python" if m.__file__.endswith(".py") else "compiled")'
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
-	NSQPY_PURE=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=10 tests/unit tests/integration tests/interop
+	NSQPY_PURE=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=10 tests/unit tests/integration
 
 # The other Pythons nsqpy supports, each in a venv of its own (.venv-3.12,
 # .venv-3.13), compiled: the unit, integration, interop and packaging tests
