@@ -1,0 +1,203 @@
+"""nsqd in the shapes deployments have, side by side with NSQ's Go nsqd.
+
+    python bench/shapes.py [fanout] [big] [durable] [--rounds 2] [--no-pure] [--reference DIR]
+
+NSQ's own benchmark is one topic, one channel, 200-byte messages in
+memory. These are the shapes production has, driven identically for each
+nsqd by NSQ's Go bench tools (bench_writer, bench_pub, bench_reader from
+``--reference``): ours compiled, ours as pure Python (``NSQPY_PURE=1``) and
+Go's nsqd 1.3.0, a fresh daemon and data dir for every measurement, the
+daemons alternating ``--rounds`` times. Each table gives the median of the
+rounds and ours/Go.
+
+- ``fanout``: one topic with 1, 10 and 50 channels. bench_writer MPUBs for
+  3 s (batches of 200, 200 B), then one bench_reader per channel reads for
+  2 s, all at once: msgs/s in, deliveries/s out (every channel's summed),
+  and nsqd's CPU time per delivery. A channel emptied before its reader's
+  end would understate the rate: such a row is marked ``(drained)``.
+- ``big``: 64 KiB and 1 MiB bodies (``--max-msg-size`` and
+  ``--max-body-size`` raised, everything in memory): MPUB for 2 s, read for
+  2 s; MiB/s in and out and nsqd's peak RSS.
+- ``durable``: ``--mem-queue-size=0`` with ``--sync-every`` 1 and 2500:
+  PUB (bench_pub), MPUB (batches of 200) and SUB, 3 s each.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import urllib.request
+from pathlib import Path
+
+from nsqpy.localcluster import nsqd_process
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "nsq-v1.3.0" / "bin"
+RESULT = re.compile(r"([\d.]+)mb/s - ([\d.]+)ops/s")
+KIB = 1024
+FANOUT_READ = 2  # seconds every channel's reader reads
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def post(daemon, path: str) -> None:
+    urllib.request.urlopen(urllib.request.Request(f"{daemon.http_url}{path}", method="POST"), timeout=30).read()
+
+
+def create_channels(daemon, topic: str, channels: list[str]) -> None:
+    """Before any publish, so every message is queued on each of them."""
+    post(daemon, f"/topic/create?topic={topic}")
+    for channel in channels:
+        post(daemon, f"/channel/create?topic={topic}&channel={channel}")
+
+
+def depth(daemon, topic: str, channel: str) -> int:
+    with urllib.request.urlopen(f"{daemon.http_url}/stats?format=json&topic={topic}&channel={channel}",
+                                timeout=30) as answer:
+        stats = json.load(answer)
+    return sum(c["depth"] for t in stats["topics"] for c in t["channels"] if c["channel_name"] == channel)
+
+
+class Runner:
+    """Starts each kind of nsqd and drives it with the Go bench tools."""
+
+    def __init__(self, reference: Path, pure: bool):
+        self.reference = reference
+        self.kinds = {"ours": {}, **({"ours pure": {"NSQPY_PURE": "1"}} if pure else {}), "go": None}
+
+    def nsqd(self, kind: str, data: str, *flags: str):
+        go = self.kinds[kind] is None
+        daemon = nsqd_process(data, *flags, executable=str(self.reference / "nsqd") if go else None)
+        daemon.env = self.kinds[kind]
+        return daemon.start(timeout=60)
+
+    def tool(self, name: str, daemon, seconds: float, *flags: str) -> subprocess.Popen:
+        return subprocess.Popen([str(self.reference / name), f"-nsqd-tcp-address={daemon.tcp_address}",
+                                 f"-runfor={seconds}s", *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+
+    @staticmethod
+    def result(tool: subprocess.Popen) -> tuple[float, float]:
+        """(MiB/s, msgs/s) as the tool printed them."""
+        output, _ = tool.communicate(timeout=300)
+        match = RESULT.search(output)
+        if match is None:
+            raise RuntimeError(f"no result line in: {output[-500:]}")
+        return float(match.group(1)), float(match.group(2))
+
+    def measure(self, kind: str, flags: tuple, steps) -> dict:
+        """``steps(daemon, pid) -> dict`` against a fresh nsqd of ``kind``."""
+        with tempfile.TemporaryDirectory(prefix="shapes-") as data:
+            daemon = self.nsqd(kind, data, *flags)
+            try:
+                return steps(daemon, daemon.process.pid)
+            finally:
+                daemon.kill()
+
+
+def fanout(runner: Runner, kind: str, channels: int) -> dict:
+    def steps(daemon, pid):
+        create_channels(daemon, "fan", [f"c{number}" for number in range(channels)])
+        _, into = runner.result(runner.tool("bench_writer", daemon, 3, "-topic=fan", "-size=200", "-batch-size=200"))
+        before = cpu_seconds(pid)
+        readers = [runner.tool("bench_reader", daemon, FANOUT_READ, "-topic=fan", f"-channel=c{number}", "-size=200")
+                   for number in range(channels)]
+        out = sum(runner.result(reader)[1] for reader in readers)
+        cpu = cpu_seconds(pid) - before
+        drained = any(depth(daemon, "fan", f"c{number}") == 0 for number in range(channels))
+        return {"in": into, "out": out, "us_per_delivery": cpu / (out * FANOUT_READ) * 1e6 if out else 0.0,
+                "drained": drained}
+
+    return runner.measure(kind, ("--mem-queue-size=100000000",), steps)
+
+
+def big(runner: Runner, kind: str, size: int) -> dict:
+    batch = max(1, (4 * KIB * KIB) // size)
+
+    def steps(daemon, pid):
+        create_channels(daemon, "big", ["ch"])
+        into, _ = runner.result(runner.tool("bench_writer", daemon, 2, "-topic=big", f"-size={size}",
+                                            f"-batch-size={batch}"))
+        out, _ = runner.result(runner.tool("bench_reader", daemon, 2, "-topic=big", "-channel=ch", f"-size={size}"))
+        return {"in": into, "out": out, "rss": peak_rss_mib(pid)}
+
+    flags = ("--mem-queue-size=100000000", f"--max-msg-size={2 * size}", f"--max-body-size={8 * KIB * KIB}")
+    return runner.measure(kind, flags, steps)
+
+
+def durable(runner: Runner, kind: str, sync_every: int) -> dict:
+    def steps(daemon, pid):
+        create_channels(daemon, "dur", ["ch"])
+        _, pub = runner.result(runner.tool("bench_pub", daemon, 3, "-topic=dur_pub", "-size=200"))
+        _, mpub = runner.result(runner.tool("bench_writer", daemon, 3, "-topic=dur", "-size=200", "-batch-size=200"))
+        _, sub = runner.result(runner.tool("bench_reader", daemon, 3, "-topic=dur", "-channel=ch", "-size=200"))
+        return {"pub": pub, "mpub": mpub, "sub": sub}
+
+    return runner.measure(kind, ("--mem-queue-size=0", f"--sync-every={sync_every}"), steps)
+
+
+SHAPES = {
+    "fanout": (fanout, (1, 10, 50), "channels",
+               [("in", "MPUB msgs/s in"), ("out", "deliveries/s out"), ("us_per_delivery", "nsqd CPU µs/delivery")]),
+    "big": (big, (64 * KIB, KIB * KIB), "body bytes",
+            [("in", "MiB/s in"), ("out", "MiB/s out"), ("rss", "nsqd peak RSS MiB")]),
+    "durable": (durable, (1, 2500), "--sync-every", [("pub", "PUB msgs/s"), ("mpub", "MPUB msgs/s"),
+                                                     ("sub", "SUB msgs/s")]),
+}
+
+
+def table(runner: Runner, name: str, rounds: int) -> None:
+    measure, settings, setting_name, columns = SHAPES[name]
+    print(f"\n## {name} (median of {rounds} alternations)\n", flush=True)
+    print(f"| {setting_name} | nsqd | " + " | ".join(label for _, label in columns) + " |")
+    print("|---|---|" + "---:|" * len(columns))
+    for setting in settings:
+        samples: dict[str, list[dict]] = {kind: [] for kind in runner.kinds}
+        for _ in range(rounds):
+            for kind in runner.kinds:
+                samples[kind].append(measure(runner, kind, setting))
+        medians = {kind: {key: statistics.median(s[key] for s in runs) for key, _ in columns}
+                   for kind, runs in samples.items()}
+        for kind, values in medians.items():
+            drained = " (drained)" if any(s.get("drained") for s in samples[kind]) else ""
+            cells = " | ".join(f"{values[key]:,.1f}" if values[key] < 100 else f"{values[key]:,.0f}"
+                               for key, _ in columns)
+            print(f"| {setting} | {kind}{drained} | {cells} |", flush=True)
+        for kind in runner.kinds:
+            if kind != "go":
+                ratios = " | ".join(f"{medians[kind][key] / medians['go'][key]:.2f}×" if medians["go"][key] else "-"
+                                    for key, _ in columns)
+                print(f"| {setting} | {kind}/go | {ratios} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("shapes", nargs="*", help=f"some of {', '.join(SHAPES)} (default all)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternations of the daemons (default 2)")
+    parser.add_argument("--no-pure", action="store_true", help="leave out ours as pure Python")
+    parser.add_argument("--reference", type=Path, default=REFERENCE, help="folder of NSQ's Go binaries")
+    args = parser.parse_args()
+    unknown = set(args.shapes) - set(SHAPES)
+    if unknown:
+        parser.error(f"no shape {', '.join(sorted(unknown))}: choose from {', '.join(SHAPES)}")
+    if not (args.reference / "nsqd").exists():
+        parser.error(f"no Go nsqd in {args.reference} (--reference)")
+    runner = Runner(args.reference, pure=not args.no_pure)
+    for name in args.shapes or SHAPES:
+        table(runner, name, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
