@@ -1,15 +1,13 @@
 """``nsqpy cluster``: nsqlookupd, N nsqd and nsqadmin in the foreground, stopped together."""
 
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
 
+from tests.support.processes import CLUSTER_STATUS
 from tests.support.wire import http, http_json, wait_until
-
-STATUS = re.compile(r"^(\S+)\s+pid (\d+)\s+(?:TCP (\S+)\s+)?HTTP (\S+)")
 
 
 def start_cluster(tmp_path, nodes: int):
@@ -19,7 +17,7 @@ def start_cluster(tmp_path, nodes: int):
     daemons = {}
     deadline = time.monotonic() + 60
     while len(daemons) < nodes + 2 and time.monotonic() < deadline:
-        match = STATUS.match(process.stdout.readline())
+        match = CLUSTER_STATUS.match(process.stdout.readline())
         if match:
             daemons[match.group(1)] = {"pid": int(match.group(2)), "tcp": match.group(3), "http": match.group(4)}
     assert process.stdout.readline().startswith("cluster up")

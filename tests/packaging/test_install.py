@@ -9,7 +9,6 @@ answering. The wheel with the ``spark`` extra runs ``nsq_to_parquet``."""
 import configparser
 import glob
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -19,13 +18,13 @@ from pathlib import Path
 import pyarrow.dataset
 import pytest
 
+from tests.support.processes import GroupProcess, cluster_daemons
 from tests.support.wire import http
 
 pytestmark = [pytest.mark.packaging, pytest.mark.xdist_group("packaging"), pytest.mark.timeout(900)]
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 OTHER_PYTHONS = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[123].*/bin/python")))
-CLUSTER_LINE = re.compile(r"^(\S+)\s+pid (\d+)\s+(?:TCP (\S+)\s+)?HTTP (\S+)")
 
 ROUND_TRIP = textwrap.dedent("""
     import asyncio, sys, nsqpy
@@ -98,28 +97,21 @@ def check_installed(bin_dir: Path, scripts: list[str], cwd: Path, compiled: bool
     where = run([bin_dir / "python", "-c", "import nsqpy.nsqd.channel as m; print(m.__file__)"], cwd=cwd).strip()
     assert where.startswith(str(bin_dir.parent)) and where.endswith(".so" if compiled else ".py"), where
     run([bin_dir / "python", "-m", "pip", "check"], cwd=cwd)
-    cluster = subprocess.Popen([bin_dir / "nsqpy", "cluster", "--ephemeral-ports", "--data-path", cwd / "data"],
-                               cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cluster = GroupProcess([str(bin_dir / "nsqpy"), "cluster", "--ephemeral-ports", "--data-path", str(cwd / "data")])
     try:
-        daemons = {}
-        for line in cluster.stdout:
-            match = CLUSTER_LINE.match(line)
-            if match:
-                daemons[match.group(1)] = (match.group(3), match.group(4).rstrip("/"))
-            if line.startswith("cluster up"):
-                break
-        assert {"nsqlookupd", "nsqd0", "nsqadmin"} <= set(daemons), daemons
-        answer = run([bin_dir / "python", "-c", ROUND_TRIP, daemons["nsqd0"][0],
-                      daemons["nsqlookupd"][1].removeprefix("http://"), "1000"], cwd=cwd, timeout=180)
+        cluster.wait_for("^cluster up", timeout=60)
+        daemons = cluster_daemons(cluster.output)
+        assert {"nsqlookupd", "nsqd0", "nsqadmin"} <= set(daemons), cluster.output
+        answer = run([bin_dir / "python", "-c", ROUND_TRIP, daemons["nsqd0"]["tcp"],
+                      daemons["nsqlookupd"]["http"].removeprefix("http://"), "1000"], cwd=cwd, timeout=180)
         count, _, module = answer.split()
         assert (count, module.startswith(str(bin_dir.parent))) == ("1000", True), answer
-        status, _, page = http("GET", f"{daemons['nsqadmin'][1]}/topics/installed")
+        status, _, page = http("GET", f"{daemons['nsqadmin']['http']}/topics/installed")
         assert status == 200 and b"installed" in page
         if also is not None:
             also(daemons)
     finally:
-        cluster.terminate()
-        cluster.wait(30)
+        cluster.stop(30)
 
 
 def test_the_wheel_with_spark_installs_and_runs_compiled_outside_the_checkout(dist, tmp_path):
@@ -128,7 +120,7 @@ def test_the_wheel_with_spark_installs_and_runs_compiled_outside_the_checkout(di
     run([bin_dir / "pip", "install", "-q", f"{wheel}[spark]"], cwd=tmp_path)
 
     def archive(daemons):
-        nsqd_tcp, nsqd_http = daemons["nsqd0"]
+        nsqd_tcp, nsqd_http = daemons["nsqd0"]["tcp"], daemons["nsqd0"]["http"]
         for start in range(0, 1000, 250):
             assert http("POST", f"{nsqd_http}/mpub?topic=archived",
                         b"\n".join(b"a%d" % i for i in range(start, start + 250)))[0] == 200

@@ -9,6 +9,16 @@ import subprocess
 import threading
 import time
 
+#: a daemon's line in ``nsqpy cluster``'s status: name, pid, TCP address (nsqadmin has none), HTTP URL
+CLUSTER_STATUS = re.compile(r"^(\S+)\s+pid (\d+)\s+(?:TCP (\S+)\s+)?HTTP (\S+)", re.M)
+
+
+def cluster_daemons(output: str) -> dict[str, dict]:
+    """The daemons ``nsqpy cluster`` says it started, by name: pid, tcp,
+    and http (its URL without a trailing slash)."""
+    return {match.group(1): {"pid": int(match.group(2)), "tcp": match.group(3), "http": match.group(4).rstrip("/")}
+            for match in CLUSTER_STATUS.finditer(output)}
+
 
 class GroupProcess:
     def __init__(self, command: list[str], env: dict | None = None):
