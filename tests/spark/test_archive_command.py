@@ -80,15 +80,19 @@ def test_driver_killed_mid_batch_loses_nothing(spark, spark_nsqd, topic, tmp_pat
     assert channel_stats(spark_nsqd, topic, "nsq_to_parquet")["in_flight_count"] == 0
 
 
-def test_available_now_waits_for_messages_another_consumer_holds_then_says_so(spark_nsqd, topic, tmp_path):
+def test_available_now_waits_for_messages_another_consumer_holds_then_says_so(start_nsqd, topic, tmp_path):
     """The backlog in flight to another consumer of the channel (a stale run,
     another job): nothing to archive yet, and exiting 0 would say it is all
     archived. The run waits --held-wait, then names the holder and exits 3;
-    once that consumer lets go, the next run archives everything."""
-    publish(spark_nsqd, topic, [b"held-%d" % i for i in range(50)])
+    once that consumer lets go, the next run archives everything. An nsqd of
+    its own, at NSQ's 60 s message timeout: under the Spark nsqd's 3 s the
+    held messages timed out and went round again during the run, so at its
+    end they could be back in the queue, or with this run."""
+    nsqd = start_nsqd()
+    publish(nsqd, topic, [b"held-%d" % i for i in range(50)])
     out = tmp_path / "out"
-    command = archive_command(spark_nsqd, topic, out, "--available-now", "--held-wait=1", "--channel=shared")
-    with WireConn(spark_nsqd.tcp_hostport) as other:
+    command = archive_command(nsqd, topic, out, "--available-now", "--held-wait=1", "--channel=shared")
+    with WireConn(nsqd.tcp_hostport) as other:
         other.identify(client_id="stale-run", hostname="worker7")
         other.subscribe(topic, "shared", rdy=100)
         other.messages(50, timeout=30)
