@@ -10,8 +10,9 @@
 # (gcc and python3-dev with apt-get when missing), and `make test` runs the
 # whole suite compiled, then the unit and integration tests again as pure
 # Python (NSQPY_PURE=1 imports the .py files; see nsqpy/_pure.py; the
-# packaging tests install pure builds too), each on two pytest-xdist workers
-# (tests/conftest.py says which run together).
+# packaging tests install pure builds too), each on three pytest-xdist
+# workers (most tests wait on daemons, not on a core; tests/conftest.py
+# says in which order they start).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -80,8 +81,8 @@ etcd:
 
 test: $(VENV)/.installed-test java browser prometheus etcd
 	@$(BIN)/python -c 'import nsqpy.nsqd.channel as m; print("nsqd hot modules:", "pure Python" if m.__file__.endswith(".py") else "compiled")'
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
-	NSQPY_PURE=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=10 tests/unit tests/integration
+	$(BIN)/python -m pytest -n 3 --dist worksteal --durations=20
+	NSQPY_PURE=1 $(BIN)/python -m pytest -n 3 --dist worksteal --durations=10 tests/unit tests/integration
 
 # The other Pythons nsqpy supports, each in a venv of its own (.venv-3.12,
 # .venv-3.13), compiled: the unit, integration, interop and packaging tests
@@ -97,7 +98,7 @@ test-pythons: java compiler
 	  echo "== $$venv ($$python)"; \
 	  { [ -x $$venv/bin/python ] || $$python -m venv $$venv; } && \
 	  $$venv/bin/pip install -q --upgrade pip && $$venv/bin/pip install -q -e '.[test]' && \
-	  $$venv/bin/python -m pytest -n 2 --dist loadgroup --durations=5 \
+	  $$venv/bin/python -m pytest -n 3 --dist worksteal --durations=5 \
 	    tests/unit tests/integration tests/interop tests/packaging $(SPARK_SMOKE) || exit 1; \
 	done
 

@@ -35,18 +35,23 @@ def shared_nsqd(tmp_path_factory):
 
 _names = iter(range(1 << 30))
 
+#: Folders whose tests take tens of seconds each (JVMs, package builds, etcd
+#: clusters): collected first, so the tail of a run is short tests.
+SLOW_FIRST = ("tests/spark/", "tests/packaging/", "tests/replication/")
+
 
 def pytest_collection_modifyitems(items):
-    """``make test`` runs two pytest-xdist workers (``--dist loadgroup``):
-    most tests wait on daemons, not on a core. The tests that share the
-    local Spark session run on one worker, so one JVM serves them all; the
-    reliability tests (thousands of sockets, fuzzing, heavy load) run one
-    after another, so no two of them load the machine at once."""
-    for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("spark-session"))
-        elif item.get_closest_marker("reliability"):
-            item.add_marker(pytest.mark.xdist_group("reliability"))
+    """``make test`` spreads the tests over pytest-xdist workers with
+    ``--dist worksteal``: each worker starts on its own slice of the
+    collection and idle workers take from the others. With the slow tests
+    first, they start early and spread out, and the workers finish
+    together; in folder order they come last, where one two-minute Spark
+    test can keep a worker busy long after the others are done."""
+    def slow_first(item) -> int:
+        path = item.nodeid
+        return next((rank for rank, folder in enumerate(SLOW_FIRST) if path.startswith(folder)), len(SLOW_FIRST))
+
+    items.sort(key=slow_first)
 
 
 @pytest.fixture

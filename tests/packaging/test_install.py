@@ -7,6 +7,7 @@ messages published and consumed with the installed client, nsqadmin
 answering. The wheel with the ``spark`` extra runs ``nsq_to_parquet``."""
 
 import configparser
+import fcntl
 import glob
 import os
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 from tests.support.processes import GroupProcess, cluster_daemons
 from tests.support.wire import http
 
-pytestmark = [pytest.mark.packaging, pytest.mark.xdist_group("packaging"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 OTHER_PYTHONS = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[123].*/bin/python")))
@@ -64,12 +65,29 @@ def fresh_venv(python: str, where: Path) -> Path:
     return where / "bin"
 
 
-@pytest.fixture(scope="session")  # xdist may run other modules in between: built once a worker
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """``build(directory)`` run once for the whole test run: pytest-xdist
+    spreads this module's tests over its workers, and a compiled build
+    costs a minute of both cores. The first worker builds under a lock in
+    the run's shared temporary root; the others wait for it and reuse it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' own roots sit side by side in it
+    out = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "built").exists():
+            out.mkdir(exist_ok=True)
+            build(out)
+            (out / "built").touch()
+    return out
+
+
+@pytest.fixture(scope="session")
 def dist(tmp_path_factory) -> Path:
     """The sdist and the wheel ``python -m build`` makes of the checkout."""
-    out = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "build", "--outdir", out, CHECKOUT], cwd=out)
-    return out
+    return built_once(tmp_path_factory, "dist", lambda out: run([sys.executable, "-m", "build", "--outdir", out,
+                                                                 CHECKOUT], cwd=out))
 
 
 def only(directory: Path, pattern: str) -> Path:
@@ -141,11 +159,11 @@ def test_the_sdist_installs_as_pure_python_where_no_compiler_is_found(dist, tmp_
     check_installed(bin_dir, console_scripts(only(dist, "nsqpy-*-cp*.whl")), tmp_path, compiled=False)
 
 
-@pytest.fixture(scope="session")  # xdist may run other modules in between: built once a worker
+@pytest.fixture(scope="session")
 def pure_wheel(tmp_path_factory) -> Path:
     """The wheel a build without a compiler makes: for every Python 3."""
-    out = tmp_path_factory.mktemp("pure")
-    run([sys.executable, "-m", "build", "--wheel", "--outdir", out, CHECKOUT], cwd=out, NSQPY_PURE="1")
+    out = built_once(tmp_path_factory, "pure", lambda out: run([sys.executable, "-m", "build", "--wheel", "--outdir",
+                                                                 out, CHECKOUT], cwd=out, NSQPY_PURE="1"))
     return only(out, "nsqpy-*-py3-none-any.whl")
 
 

@@ -1,4 +1,5 @@
-"""One local Spark session (``local[2]``) and one nsqd for the whole Spark suite.
+"""One local Spark session (``local[2]``) and one nsqd for the Spark tests of
+a test process (each pytest-xdist worker has its own pair).
 
 Starting a JVM costs seconds, so the session is shared; every test uses its
 own topic (and its own temporary directories), so tests do not see each

@@ -14,7 +14,7 @@ from .standalone import standalone_cluster
 
 # several JVM starts (or a standalone cluster) per test: minutes on a busy 2-core machine;
 # one worker runs them all, so the module's cluster starts once
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300), pytest.mark.xdist_group("spark-standalone")]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
