@@ -41,45 +41,45 @@ class WideConsumer:
 
     async def connect(self, nsqd_tcp_addresses, lookupd_http_addresses, patience: float = 20.0) -> None:
         """One consumer first, to learn nsqd's cap; then as many more as the
-        budget needs. The first is tried again for ``patience`` seconds (an
-        nsqd restarting, or slow to accept on a busy machine); one of the
-        others that cannot connect is left out (fewer connections, smaller
-        batches), and said so."""
-        first = await self._first(nsqd_tcp_addresses, lookupd_http_addresses, patience)
+        budget needs. Each is tried again for ``patience`` seconds (an nsqd
+        restarting, or slow to accept on a busy machine, where a dial can
+        outlast its ``dial_timeout``); one of the others that still cannot
+        connect is left out (fewer connections, smaller batches), and said so."""
+        first = await self._joined(self.config.max_in_flight, nsqd_tcp_addresses, lookupd_http_addresses, patience,
+                                   say=True)
+        self.consumers.append(first)
         caps = [conn.max_rdy_count or DEFAULT_MAX_RDY_COUNT for conn in first.connections.values()]
         wanted = consumers_needed(self.config.max_in_flight, min(caps, default=DEFAULT_MAX_RDY_COUNT))
         share = math.ceil(self.config.max_in_flight / wanted)
         first.change_max_in_flight(share)
-        extras = [Consumer(self.topic, self.channel, self.handler, config=self.config, bulk=True)
-                  for _ in range(wanted - 1)]
-        results = await asyncio.gather(*(self._join(consumer, share, nsqd_tcp_addresses, lookupd_http_addresses)
-                                         for consumer in extras), return_exceptions=True)
-        failed = [(consumer, error) for consumer, error in zip(extras, results) if isinstance(error, Exception)]
-        for consumer, _ in failed:
-            await consumer.stop(timeout=1.0)
-        self.consumers += [consumer for consumer, error in zip(extras, results) if error is None]
+        results = await asyncio.gather(*(self._joined(share, nsqd_tcp_addresses, lookupd_http_addresses, patience)
+                                         for _ in range(wanted - 1)), return_exceptions=True)
+        self.consumers += [result for result in results if isinstance(result, Consumer)]
+        failed = [result for result in results if isinstance(result, BaseException)]
         if failed:
             log.warning("nsq source: %d of %d connections per node could not be opened (%s): batches are "
-                        "smaller", len(failed), wanted, failed[0][1])
+                        "smaller", len(failed), wanted, failed[0])
             self.change_max_in_flight(self.config.max_in_flight)
 
-    async def _first(self, nsqd_tcp_addresses, lookupd_http_addresses, patience: float) -> Consumer:
+    async def _joined(self, max_in_flight: int, nsqd_tcp_addresses, lookupd_http_addresses, patience: float,
+                      say: bool = False) -> Consumer:
+        """A bulk consumer connected to every node, tried again until
+        ``patience`` runs out (``say``: each retry logged)."""
         deadline = asyncio.get_running_loop().time() + patience
         pause = 0.2
         while True:
             consumer = Consumer(self.topic, self.channel, self.handler, config=self.config, bulk=True)
             try:
-                await self._join(consumer, self.config.max_in_flight, nsqd_tcp_addresses, lookupd_http_addresses)
+                await self._join(consumer, max_in_flight, nsqd_tcp_addresses, lookupd_http_addresses)
+                return consumer
             except ConnectionClosedError as error:
                 await consumer.stop(timeout=1.0)
                 if asyncio.get_running_loop().time() + pause > deadline:
                     raise
-                log.warning("nsq source: %s; trying again in %.1fs", error, pause)
+                if say:
+                    log.warning("nsq source: %s; trying again in %.1fs", error, pause)
                 await asyncio.sleep(pause)
                 pause = min(2.0, pause * 2)
-                continue
-            self.consumers.append(consumer)
-            return consumer
 
     @staticmethod
     async def _join(consumer: Consumer, max_in_flight: int, nsqd_tcp_addresses, lookupd_http_addresses) -> None:
