@@ -1,12 +1,14 @@
 """nsqd in the shapes deployments have, side by side with NSQ's Go nsqd.
 
-    python bench/shapes.py [fanout] [big] [durable] [--rounds 2] [--no-pure] [--reference DIR]
+    python bench/shapes.py [fanout] [big] [durable] [consumers] [producers]
+                           [--rounds 2] [--no-pure] [--reference DIR]
 
 NSQ's own benchmark is one topic, one channel, 200-byte messages in
 memory. These are the shapes production has, driven identically for each
 nsqd by NSQ's Go bench tools (bench_writer, bench_pub, bench_reader from
 ``--reference``): ours compiled, ours as pure Python (``NSQPY_PURE=1``) and
-Go's nsqd 1.3.0, a fresh daemon and data dir for every measurement, the
+Go's nsqd 1.3.0 (crowds of connections, which the Go tools do not make,
+by ``bench/crowd.py``, the same way for each), a fresh daemon and data dir for every measurement, the
 daemons alternating ``--rounds`` times. Each table gives the median of the
 rounds and ours/Go.
 
@@ -20,6 +22,11 @@ rounds and ours/Go.
   2 s; MiB/s in and out and nsqd's peak RSS.
 - ``durable``: ``--mem-queue-size=0`` with ``--sync-every`` 1 and 2500:
   PUB (bench_pub), MPUB (batches of 200) and SUB, 3 s each.
+- ``consumers``: a worker pool, 2,000 connections at RDY 1 on one channel,
+  while 100 connections PUB (one in flight each): deliveries/s, p99
+  publish-to-delivery, nsqd's CPU time per delivery and the driver's cores.
+- ``producers``: 200 connections PUBbing, one in flight each: PUBs/s, p99
+  PUB round trip, nsqd's CPU time per PUB and the driver's cores.
 """
 
 import argparse
@@ -28,6 +35,7 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 import urllib.request
 from pathlib import Path
@@ -148,6 +156,23 @@ def durable(runner: Runner, kind: str, sync_every: int) -> dict:
     return runner.measure(kind, ("--mem-queue-size=0", f"--sync-every={sync_every}"), steps)
 
 
+def crowd(shape: str, count_flag: str):
+    """``bench/crowd.py``'s shape ``shape`` with ``count`` connections."""
+    def measure(runner: Runner, kind: str, count: int) -> dict:
+        def steps(daemon, pid):
+            create_channels(daemon, "crowd", ["workers"])
+            driver = subprocess.run([sys.executable, str(Path(__file__).with_name("crowd.py")), shape,
+                                     f"--tcp-address={daemon.tcp_address}", f"--nsqd-pid={pid}",
+                                     f"{count_flag}={count}"], capture_output=True, text=True, timeout=300)
+            if driver.returncode:
+                raise RuntimeError(f"crowd.py failed: {driver.stderr[-500:]}")
+            return json.loads(driver.stdout)
+
+        return runner.measure(kind, ("--mem-queue-size=100000000",), steps)
+
+    return measure
+
+
 SHAPES = {
     "fanout": (fanout, (1, 10, 50), "channels",
                [("in", "MPUB msgs/s in"), ("out", "deliveries/s out"), ("us_per_delivery", "nsqd CPU µs/delivery")]),
@@ -155,6 +180,12 @@ SHAPES = {
             [("in", "MiB/s in"), ("out", "MiB/s out"), ("rss", "nsqd peak RSS MiB")]),
     "durable": (durable, (1, 2500), "--sync-every", [("pub", "PUB msgs/s"), ("mpub", "MPUB msgs/s"),
                                                      ("sub", "SUB msgs/s")]),
+    "consumers": (crowd("consumers", "--consumers"), (2000,), "RDY 1 consumers (100 producers)",
+                  [("published", "PUBs/s"), ("rate", "deliveries/s"), ("p99_ms", "p99 publish to delivery ms"),
+                   ("nsqd_us", "nsqd CPU µs/delivery"), ("driver_cpu", "driver CPU cores")]),
+    "producers": (crowd("producers", "--producers"), (200,), "PUB clients",
+                  [("rate", "PUB msgs/s"), ("p99_ms", "p99 PUB round trip ms"), ("nsqd_us", "nsqd CPU µs/PUB"),
+                   ("driver_cpu", "driver CPU cores")]),
 }
 
 
@@ -172,7 +203,8 @@ def table(runner: Runner, name: str, rounds: int) -> None:
                    for kind, runs in samples.items()}
         for kind, values in medians.items():
             drained = " (drained)" if any(s.get("drained") for s in samples[kind]) else ""
-            cells = " | ".join(f"{values[key]:,.1f}" if values[key] < 100 else f"{values[key]:,.0f}"
+            cells = " | ".join(f"{values[key]:,.0f}" if values[key] >= 100 else
+                               f"{values[key]:,.1f}" if values[key] >= 10 else f"{values[key]:.2f}"
                                for key, _ in columns)
             print(f"| {setting} | {kind}{drained} | {cells} |", flush=True)
         for kind in runner.kinds:
