@@ -80,6 +80,9 @@ class WideConsumer:
                     log.warning("nsq source: %s; trying again in %.1fs", error, pause)
                 await asyncio.sleep(pause)
                 pause = min(2.0, pause * 2)
+            except Exception:
+                await consumer.stop(timeout=1.0)
+                raise
 
     @staticmethod
     async def _join(consumer: Consumer, max_in_flight: int, nsqd_tcp_addresses, lookupd_http_addresses) -> None:
