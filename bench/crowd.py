@@ -34,6 +34,7 @@ import sys
 import time
 
 from nsqpy.eventloop import new_event_loop
+from shapes import cpu_seconds  # bench/ is the script's folder, first on sys.path
 
 FRAME = struct.Struct(">ii")
 FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE = 0, 1, 2
@@ -142,11 +143,6 @@ class Run:
         self.latencies: list[int] = []
 
 
-def nsqd_cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def connect_all(factories, host: str, port: int) -> list:
     """Connected in waves, so the listen backlog is never what limits the crowd."""
     loop = asyncio.get_running_loop()
@@ -171,7 +167,7 @@ async def drive(args) -> dict:
         publisher.publish()
     await asyncio.sleep(args.warmup)
     cpu, began = time.process_time(), time.monotonic()
-    nsqd_cpu = nsqd_cpu_seconds(args.nsqd_pid) if args.nsqd_pid else 0.0
+    nsqd_cpu = cpu_seconds(args.nsqd_pid) if args.nsqd_pid else 0.0
     run.measuring = True
     await asyncio.sleep(args.seconds)
     run.measuring, run.stopped = False, True
@@ -183,7 +179,7 @@ async def drive(args) -> dict:
     def percentile(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] / 1e6 if latencies else 0.0
 
-    nsqd_cpu = nsqd_cpu_seconds(args.nsqd_pid) - nsqd_cpu if args.nsqd_pid else 0.0
+    nsqd_cpu = cpu_seconds(args.nsqd_pid) - nsqd_cpu if args.nsqd_pid else 0.0
     return {"rate": run.count / elapsed, "published": run.published / elapsed, "p50_ms": percentile(0.50), "p99_ms": percentile(0.99),
             "nsqd_us": nsqd_cpu / run.count * 1e6 if run.count else 0.0, "driver_cpu": cpu / elapsed}
 
