@@ -84,16 +84,18 @@ def test_available_now_waits_for_messages_another_consumer_holds_then_says_so(st
     """The backlog in flight to another consumer of the channel (a stale run,
     another job): nothing to archive yet, and exiting 0 would say it is all
     archived. The run waits --held-wait, then names the holder and exits 3;
-    once that consumer lets go, the next run archives everything. An nsqd of
-    its own, at NSQ's 60 s message timeout: under the Spark nsqd's 3 s the
-    held messages timed out and went round again during the run, so at its
-    end they could be back in the queue, or with this run."""
-    nsqd = start_nsqd()
+    once that consumer lets go, the next run archives everything. The holder
+    keeps its messages for the whole run, however slow the machine: an nsqd
+    of its own with a 10 minute message timeout (under the Spark nsqd's 3 s
+    they timed out and went round again during the run), and heartbeats 10
+    minutes apart (it answers none, and a run over a minute long saw nsqd
+    drop it for silence at NSQ's 30 s, its messages back in the queue)."""
+    nsqd = start_nsqd("--msg-timeout=10m", "--max-heartbeat-interval=10m")
     publish(nsqd, topic, [b"held-%d" % i for i in range(50)])
     out = tmp_path / "out"
     command = archive_command(nsqd, topic, out, "--available-now", "--held-wait=1", "--channel=shared")
     with WireConn(nsqd.tcp_hostport) as other:
-        other.identify(client_id="stale-run", hostname="worker7")
+        other.identify(client_id="stale-run", hostname="worker7", heartbeat_interval=600_000)
         other.subscribe(topic, "shared", rdy=100)
         other.messages(50, timeout=30)
         result = subprocess.run(command, capture_output=True, text=True, timeout=300)
