@@ -18,24 +18,36 @@ before and after, measured alike. ``--rounds`` alternates every client that
 many times, so that noise shows as a spread. ``--nsqd PATH`` runs the steps
 against another nsqd program (NSQ's Go nsqd, say), so that the clients can
 be compared where nsqd is not the limit.
+
+When NSQ's Go programs are in ``--reference``, two Go consumers (go-nsq)
+read the same way beside the Python clients, consume only: ``nsq_tail``
+(``-n`` messages, ``-max-in-flight=2500``, to /dev/null) and
+``bench_reader`` (RDY 2500 for one second on a channel holding more than
+it can read in that time). Their CPU time is the process's whole, start
+included.
 """
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent))  # the test suite's certificate maker
 from nsqpy.client import SyncProducer  # noqa: E402
 from nsqpy.localcluster import nsqd_process  # noqa: E402
+from shapes import REFERENCE, RESULT, cpu_seconds, depth  # noqa: E402  (bench/ is the script's folder, first on sys.path)
 from tests.support.certs import make_certs  # noqa: E402
 
 HERE = Path(__file__).parent / "clients"
 CLIENTS = ["nsqpy", "pynsq", "gnsq"]
+GO_CONSUMERS = ["nsq_tail", "bench_reader"]
+BENCH_READER_FILL = 2_000_000  # more than bench_reader reads in its second
 
 
 def post(url: str) -> None:
@@ -59,15 +71,6 @@ def fill(address: str, topic: str, messages: int) -> None:
             producer.multi_publish(topic, batch)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU a process has used so far (Linux); NaN elsewhere."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def step(pid: int, client: str, *args: str, source: str | None) -> tuple[float, float, float]:
     """One step of one client: messages per second, then the client's and
     nsqd's CPU microseconds per message."""
@@ -76,6 +79,38 @@ def step(pid: int, client: str, *args: str, source: str | None) -> tuple[float, 
     nsqd_cpu = cpu_seconds(pid) - before
     messages = result["messages"]
     return messages / result["seconds"], result["cpu"] / messages * 1e6, nsqd_cpu / messages * 1e6
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def go_consume(reference: Path, tool: str, daemon, topic: str, messages: int) -> tuple[float, float, float]:
+    """A Go consumer's step, as ``step``'s: (msgs/s, client and nsqd CPU µs
+    per message)."""
+    address, pid = daemon.tcp_address, daemon.process.pid
+    if tool == "nsq_tail":
+        command = [f"-nsqd-tcp-address={address}", f"-topic={topic}", f"-channel={tool}", f"-n={messages}",
+                   "-max-in-flight=2500"]
+    else:
+        command = [f"-nsqd-tcp-address={address}", f"-topic={topic}", f"-channel={tool}", "-runfor=1s",
+                   "-size=200", "-rdy=2500"]
+    before, nsqd_before, started = children_cpu(), cpu_seconds(pid), time.perf_counter()
+    reader = tool == "bench_reader"  # prints its result line where Go's log goes, to stderr; nsq_tail the bodies
+    run = subprocess.run([str(reference / tool), *command], stdout=subprocess.PIPE if reader else subprocess.DEVNULL,
+                         stderr=subprocess.STDOUT if reader else subprocess.PIPE, text=True, timeout=600)
+    seconds, cpu, nsqd_cpu = time.perf_counter() - started, children_cpu() - before, cpu_seconds(pid) - nsqd_before
+    if run.returncode:
+        raise SystemExit(f"{tool} failed:\n{(run.stdout if reader else run.stderr)[-2000:]}")
+    if reader:
+        rate = float(RESULT.search(run.stdout).group(2))
+        if depth(daemon, topic, tool) == 0:
+            raise SystemExit(f"bench_reader emptied its channel: fill more than {messages:,}")
+        messages = round(rate * 1.0)
+    else:
+        rate = messages / seconds
+    return rate, cpu / messages * 1e6, nsqd_cpu / messages * 1e6
 
 
 def main() -> None:
@@ -88,12 +123,16 @@ def main() -> None:
     p.add_argument("--nsqd", metavar="PATH", help="run this nsqd program instead of ours")
     p.add_argument("--compression", action="store_true",
                    help="instead: nsqpy's client plain, with snappy and with deflate")
+    p.add_argument("--reference", type=Path, default=REFERENCE,
+                   help="folder of NSQ's Go programs, for the Go consumers (left out when absent)")
     args = p.parse_args()
     runs = ([("nsqpy", []), ("nsqpy snappy", ["snappy"]), ("nsqpy deflate", ["deflate"]), ("nsqpy tls", ["tls"]),
              ("nsqpy tls+snappy", ["tls,snappy"]), ("nsqpy tls+deflate", ["tls,deflate"])] if args.compression
             else [(client, []) for client in args.clients.split(",")])
     if args.baseline:
         runs += [(f"{label} (baseline)", extra) for label, extra in runs if label.startswith("nsqpy")]
+    if not args.compression and not args.baseline and (args.reference / "nsq_tail").exists():
+        runs += [(f"go {tool}", []) for tool in GO_CONSUMERS]
     runs *= args.rounds
     rows = []
     with tempfile.TemporaryDirectory() as data:
@@ -107,27 +146,38 @@ def main() -> None:
                 # the consume step reads a topic of its own, filled beforehand, on the channel that client uses
                 topic, channel = f"client_sub_{number}", extra[0].replace(",", "_") if extra else client
                 post(f"{daemon.http_url}/topic/create?topic={topic}")
-                post(f"{daemon.http_url}/channel/create?topic={topic}&channel={channel}")
-                fill(address, topic, args.messages)
-                extra = extra + [certs.ca] if extra else extra
                 pid = daemon.process.pid
-                pub = step(pid, client, "pub", address, f"client_pub_{number}", args.runfor, *extra, source=source)
-                sub = step(pid, client, "sub", address, topic, str(args.messages), *extra, source=source)
-                for used in (f"client_pub_{number}", topic):  # every step finds nsqd as empty as the first
-                    post(f"{daemon.http_url}/topic/delete?topic={used}")
+                if client == "go":
+                    tool = label.split()[1]
+                    post(f"{daemon.http_url}/channel/create?topic={topic}&channel={tool}")
+                    fill(address, topic, BENCH_READER_FILL if tool == "bench_reader" else args.messages)
+                    pub = (None, None, None)
+                    sub = go_consume(args.reference, tool, daemon, topic, args.messages)
+                else:
+                    post(f"{daemon.http_url}/channel/create?topic={topic}&channel={channel}")
+                    fill(address, topic, args.messages)
+                    extra = extra + [certs.ca] if extra else extra
+                    pub = step(pid, client, "pub", address, f"client_pub_{number}", args.runfor, *extra,
+                               source=source)
+                    sub = step(pid, client, "sub", address, topic, str(args.messages), *extra, source=source)
+                for used in (topic,) if client == "go" else (f"client_pub_{number}", topic):
+                    post(f"{daemon.http_url}/topic/delete?topic={used}")  # every step finds nsqd as empty as the first
                 rows.append((label, *pub, *sub))
-                print(f"{label}: publish {pub[0]:,.0f} msgs/s (CPU µs/msg: client {pub[1]:.2f}, nsqd {pub[2]:.2f}), "
-                      f"consume {sub[0]:,.0f} msgs/s (client {sub[1]:.2f}, nsqd {sub[2]:.2f})", flush=True)
+                published = (f"publish {pub[0]:,.0f} msgs/s (CPU µs/msg: client {pub[1]:.2f}, nsqd {pub[2]:.2f}), "
+                             if pub[0] is not None else "")
+                print(f"{label}: {published}consume {sub[0]:,.0f} msgs/s (client {sub[1]:.2f}, nsqd {sub[2]:.2f})",
+                      flush=True)
             print_table(rows)  # before nsqd stops: its shutdown cannot lose the figures
 
 
 def print_table(rows: list) -> None:
     print()
     print("| client | publish (MPUB 200) msgs/s | CPU µs/msg client / nsqd "
-          "| consume (max_in_flight 2500) msgs/s | CPU µs/msg client / nsqd |")
-    print("|---|---:|---:|---:|---:|")
+          "| consume (max_in_flight 2500) msgs/s | CPU µs/msg client / nsqd | consumed per client CPU second |")
+    print("|---|---:|---:|---:|---:|---:|")
     for client, pub, pub_cpu, pub_nsqd, sub, sub_cpu, sub_nsqd in rows:
-        print(f"| {client} | {pub:,.0f} | {pub_cpu:.2f} / {pub_nsqd:.2f} | {sub:,.0f} | {sub_cpu:.2f} / {sub_nsqd:.2f} |")
+        published = f"{pub:,.0f} | {pub_cpu:.2f} / {pub_nsqd:.2f}" if pub is not None else "- | -"
+        print(f"| {client} | {published} | {sub:,.0f} | {sub_cpu:.2f} / {sub_nsqd:.2f} | {1e6 / sub_cpu:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """nsqd in the shapes deployments have, side by side with NSQ's Go nsqd.
 
     python bench/shapes.py [fanout] [big] [durable] [consumers] [producers]
-                           [--rounds 2] [--no-pure] [--reference DIR]
+                           [secure] [cores] [--rounds 2] [--no-pure] [--reference DIR]
 
 NSQ's own benchmark is one topic, one channel, 200-byte messages in
 memory. These are the shapes production has, driven identically for each
@@ -27,6 +27,14 @@ rounds and ours/Go.
   publish-to-delivery, nsqd's CPU time per delivery and the driver's cores.
 - ``producers``: 200 connections PUBbing, one in flight each: PUBs/s, p99
   PUB round trip, nsqd's CPU time per PUB and the driver's cores.
+- ``secure``: the benchmark's steps over TLS with snappy (the Go tools
+  speak neither): nsqpy's client (``bench/clients/nsqpy_client.py``) MPUBs
+  for 3 s, PUBs one at a time for 3 s, then reads everything back; msgs/s,
+  nsqd's CPU time per delivery and the client's cores.
+- ``cores``: one host's cores, NSQ's way: 1 or 2 nsqd of ours against Go's
+  one nsqd (which uses every core by itself); two bench_writers for 3 s,
+  then two bench_readers for 2 s, spread over the nsqd. msgs/s in and out
+  summed over the nsqd, and the cores they used together.
 """
 
 import argparse
@@ -105,18 +113,24 @@ class Runner:
             raise RuntimeError(f"no result line in: {output[-500:]}")
         return float(match.group(1)), float(match.group(2))
 
-    def measure(self, kind: str, flags: tuple, steps) -> dict:
-        """``steps(daemon, pid) -> dict`` against a fresh nsqd of ``kind``."""
+    def measure(self, kind: str, flags: tuple, steps, count: int = 1) -> dict:
+        """``steps(*daemons) -> dict`` against ``count`` fresh nsqd of ``kind``."""
         with tempfile.TemporaryDirectory(prefix="shapes-") as data:
-            daemon = self.nsqd(kind, data, *flags)
+            daemons = []
             try:
-                return steps(daemon, daemon.process.pid)
+                for number in range(count):
+                    path = Path(data) / str(number)
+                    path.mkdir()
+                    daemons.append(self.nsqd(kind, str(path), *flags))
+                return steps(*daemons)
             finally:
-                daemon.kill()
+                for daemon in daemons:
+                    daemon.kill()
 
 
 def fanout(runner: Runner, kind: str, channels: int) -> dict:
-    def steps(daemon, pid):
+    def steps(daemon):
+        pid = daemon.process.pid
         create_channels(daemon, "fan", [f"c{number}" for number in range(channels)])
         _, into = runner.result(runner.tool("bench_writer", daemon, 3, "-topic=fan", "-size=200", "-batch-size=200"))
         before = cpu_seconds(pid)
@@ -134,19 +148,19 @@ def fanout(runner: Runner, kind: str, channels: int) -> dict:
 def big(runner: Runner, kind: str, size: int) -> dict:
     batch = max(1, (4 * KIB * KIB) // size)
 
-    def steps(daemon, pid):
+    def steps(daemon):
         create_channels(daemon, "big", ["ch"])
         into, _ = runner.result(runner.tool("bench_writer", daemon, 2, "-topic=big", f"-size={size}",
                                             f"-batch-size={batch}"))
         out, _ = runner.result(runner.tool("bench_reader", daemon, 2, "-topic=big", "-channel=ch", f"-size={size}"))
-        return {"in": into, "out": out, "rss": peak_rss_mib(pid)}
+        return {"in": into, "out": out, "rss": peak_rss_mib(daemon.process.pid)}
 
     flags = ("--mem-queue-size=100000000", f"--max-msg-size={2 * size}", f"--max-body-size={8 * KIB * KIB}")
     return runner.measure(kind, flags, steps)
 
 
 def durable(runner: Runner, kind: str, sync_every: int) -> dict:
-    def steps(daemon, pid):
+    def steps(daemon):
         create_channels(daemon, "dur", ["ch"])
         _, pub = runner.result(runner.tool("bench_pub", daemon, 3, "-topic=dur_pub", "-size=200"))
         _, mpub = runner.result(runner.tool("bench_writer", daemon, 3, "-topic=dur", "-size=200", "-batch-size=200"))
@@ -159,10 +173,10 @@ def durable(runner: Runner, kind: str, sync_every: int) -> dict:
 def crowd(shape: str, count_flag: str):
     """``bench/crowd.py``'s shape ``shape`` with ``count`` connections."""
     def measure(runner: Runner, kind: str, count: int) -> dict:
-        def steps(daemon, pid):
+        def steps(daemon):
             create_channels(daemon, "crowd", ["workers"])
             driver = subprocess.run([sys.executable, str(Path(__file__).with_name("crowd.py")), shape,
-                                     f"--tcp-address={daemon.tcp_address}", f"--nsqd-pid={pid}",
+                                     f"--tcp-address={daemon.tcp_address}", f"--nsqd-pid={daemon.process.pid}",
                                      f"{count_flag}={count}"], capture_output=True, text=True, timeout=300)
             if driver.returncode:
                 raise RuntimeError(f"crowd.py failed: {driver.stderr[-500:]}")
@@ -171,6 +185,89 @@ def crowd(shape: str, count_flag: str):
         return runner.measure(kind, ("--mem-queue-size=100000000",), steps)
 
     return measure
+
+
+class Certificates:
+    """The TLS files of the run, made on first use and removed at exit."""
+
+    def __init__(self):
+        self.folder = None
+
+    def __call__(self):
+        if self.folder is None:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test suite's certificate maker
+            from tests.support.certs import make_certs
+
+            self.folder = tempfile.TemporaryDirectory(prefix="shapes-tls-")
+            self.certs = make_certs(Path(self.folder.name))
+        return self.certs
+
+
+CERTIFICATES = Certificates()
+CLIENT = Path(__file__).with_name("clients") / "nsqpy_client.py"
+SECURE_STEP = 3  # seconds of each publishing step
+
+
+def secure(runner: Runner, kind: str, compression: str) -> dict:
+    """NSQ's benchmark steps through nsqpy's client with ``compression``
+    (``tls,snappy``): the same client process for every nsqd, so the
+    client's own cores are in the result."""
+    certs = CERTIFICATES()
+
+    def client(daemon, mode: str, topic: str, amount: float) -> tuple[float, float, float]:
+        """(msgs/s, client cores, nsqd CPU µs per message)"""
+        before = cpu_seconds(daemon.process.pid)
+        run = subprocess.run([sys.executable, str(CLIENT), mode, daemon.tcp_address, topic, str(amount), compression,
+                              certs.ca], capture_output=True, text=True, timeout=300)
+        if run.returncode:
+            raise RuntimeError(f"nsqpy_client.py failed: {run.stderr[-500:]}")
+        nsqd = cpu_seconds(daemon.process.pid) - before
+        result = json.loads(run.stdout.splitlines()[-1])
+        return (result["messages"] / result["seconds"], result["cpu"] / result["seconds"],
+                nsqd / result["messages"] * 1e6)
+
+    def steps(daemon):
+        channel = compression.replace(",", "_")  # the channel nsqpy_client.py's sub reads
+        create_channels(daemon, "sec", [channel])
+        mpub, mpub_client, _ = client(daemon, "pub", "sec", SECURE_STEP)
+        pub, pub_client, _ = client(daemon, "pub1", "sec_pub", SECURE_STEP)
+        sub, sub_client, sub_nsqd = client(daemon, "sub", "sec", depth(daemon, "sec", channel))
+        return {"mpub": mpub, "pub": pub, "sub": sub, "sub_us": sub_nsqd,
+                "client_cpu": max(mpub_client, pub_client, sub_client)}
+
+    flags = ("--mem-queue-size=100000000", f"--tls-cert={certs.server_cert}", f"--tls-key={certs.server_key}")
+    return runner.measure(kind, flags, steps)
+
+
+CORES_WRITE, CORES_READ = 3, 2  # seconds
+
+
+def cores(runner: Runner, kind: str, processes: int) -> dict:
+    """NSQ's topology on one host: ``processes`` nsqd of ours (Go's nsqd is
+    always one, since it uses every core itself), two bench_writers then two
+    bench_readers spread over them, each writing to and reading from its
+    own nsqd as producers and consumers do in NSQ's deployment. Totals
+    across the nsqd, and the cores they used together."""
+    count = 1 if kind == "go" else processes
+
+    def steps(*daemons):
+        def used() -> float:
+            return sum(cpu_seconds(daemon.process.pid) for daemon in daemons)
+
+        for daemon in daemons:
+            create_channels(daemon, "cores", ["ch"])
+        before = used()
+        writers = [runner.tool("bench_writer", daemons[number % count], CORES_WRITE, "-topic=cores", "-size=200",
+                               "-batch-size=200") for number in range(2)]
+        into = sum(runner.result(writer)[1] for writer in writers)
+        written = used()
+        readers = [runner.tool("bench_reader", daemons[number % count], CORES_READ, "-topic=cores", "-channel=ch",
+                               "-size=200") for number in range(2)]
+        out = sum(runner.result(reader)[1] for reader in readers)
+        return {"in": into, "in_cores": (written - before) / CORES_WRITE, "out": out,
+                "out_cores": (used() - written) / CORES_READ}
+
+    return runner.measure(kind, ("--mem-queue-size=100000000",), steps, count=count)
 
 
 SHAPES = {
@@ -186,6 +283,12 @@ SHAPES = {
     "producers": (crowd("producers", "--producers"), (200,), "PUB clients",
                   [("rate", "PUB msgs/s"), ("p99_ms", "p99 PUB round trip ms"), ("nsqd_us", "nsqd CPU µs/PUB"),
                    ("driver_cpu", "driver CPU cores")]),
+    "secure": (secure, ("tls,snappy",), "client options",
+               [("mpub", "MPUB msgs/s"), ("pub", "PUB msgs/s"), ("sub", "SUB msgs/s"),
+                ("sub_us", "nsqd CPU µs/delivery"), ("client_cpu", "client CPU cores (busiest step)")]),
+    "cores": (cores, (1, 2), "nsqd processes of ours (Go: 1)",
+              [("in", "MPUB msgs/s in"), ("in_cores", "nsqd cores writing"), ("out", "deliveries/s out"),
+               ("out_cores", "nsqd cores reading")]),
 }
 
 

@@ -1,4 +1,6 @@
-"""nsqpy's client. argv: pub|sub address topic seconds_or_count [snappy|deflate|tls|tls,snappy|tls,deflate CA]
+"""nsqpy's client. argv: pub|pub1|sub address topic seconds_or_count [snappy|deflate|tls|tls,snappy|tls,deflate CA]
+
+``pub`` sends MPUBs of 200 messages, ``pub1`` one PUB per round trip.
 
 Prints messages, wall seconds and the CPU seconds this process spent meanwhile.
 """
@@ -17,14 +19,17 @@ if compression.pop("tls", False):
 channel = sys.argv[5].replace(",", "_") if len(sys.argv) > 5 else "nsqpy"
 
 
-async def pub():
-    batch = [b"a" * 200] * 200
+async def pub(size: int):
+    batch = [b"a" * 200] * size
     sent = 0
     async with Producer(address, Config(**compression)) as producer:
         started, cpu = time.perf_counter(), time.process_time()
         while time.perf_counter() - started < amount:
-            await producer.multi_publish(topic, batch)
-            sent += 200
+            if size == 1:
+                await producer.publish(topic, batch[0])
+            else:
+                await producer.multi_publish(topic, batch)
+            sent += size
         return sent, time.perf_counter() - started, time.process_time() - cpu
 
 
@@ -53,5 +58,5 @@ try:
     uvloop.install()
 except ImportError:
     pass
-messages, seconds, cpu = asyncio.run(pub() if mode == "pub" else sub())
+messages, seconds, cpu = asyncio.run(sub() if mode == "sub" else pub(200 if mode == "pub" else 1))
 print(json.dumps({"messages": messages, "seconds": seconds, "cpu": cpu}))
