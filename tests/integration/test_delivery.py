@@ -270,6 +270,17 @@ def test_unbuffered_client_gets_every_message(shared_nsqd, topic):
         assert [m.body for m in c.messages(3)] == [b"1", b"2", b"3"]
 
 
+def test_big_and_small_bodies_in_one_burst_arrive_whole_and_in_order(shared_nsqd, topic):
+    """A burst of big bodies is written as its parts, unjoined; small ones
+    are joined into one buffer: both ways give the same bytes on the wire."""
+    bodies = [bytes([65 + i % 26]) * (200_000 if i % 3 == 0 else 100) for i in range(30)]
+    with conn(shared_nsqd) as c:
+        c.send(cmd.mpub(topic, bodies))
+        c.expect_ok()
+        c.subscribe(topic, "ch", rdy=100)
+        assert [m.body for m in c.messages(30, timeout=30)] == bodies
+
+
 def test_req_beyond_max_req_timeout_is_clamped_not_refused(start_nsqd, topic):
     daemon = start_nsqd("--max-req-timeout=1s")
     with conn(daemon) as c:

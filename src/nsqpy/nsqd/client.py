@@ -17,6 +17,12 @@ from ..protocol.identify import ClientSettings
 from ..protocol.message import MESSAGE_HEADER_SIZE, message_frame_header
 from ..protocol.v2 import State
 
+#: Mean bytes per buffered frame part from which a flush hands the parts to
+#: the transport as they are instead of joining them: joining copies every
+#: body, which costs little for small messages and more than the write for
+#: bodies of tens of KiB.
+SEPARATE_WRITES_FROM = 4096
+
 
 class ClientV2:
     def __init__(self, nsqd, transport, client_id: int):
@@ -147,10 +153,15 @@ class ClientV2:
         self._flush_scheduled = False
         out = self._out
         if out and not self.closed:
-            data = b"".join(out)
-            if self.codec is not None:
-                data = self.codec.encode(data)
-            self.transport.write(data)
+            if self.codec is None and self._out_bytes >= len(out) * SEPARATE_WRITES_FROM:
+                # big bodies: one copy of each into a joined buffer (fresh memory,
+                # faulted in page by page) cost more than writing them as they are
+                self.transport.writelines(out)
+            else:
+                data = b"".join(out)
+                if self.codec is not None:
+                    data = self.codec.encode(data)
+                self.transport.write(data)
         out.clear()
         self._out_bytes = 0
 
