@@ -44,9 +44,13 @@ def pytest_collection_modifyitems(items):
     """``make test`` spreads the tests over pytest-xdist workers with
     ``--dist worksteal``: each worker starts on its own slice of the
     collection and idle workers take from the others. With the slow tests
-    first, they start early and spread out, and the workers finish
-    together; in folder order they come last, where one two-minute Spark
-    test can keep a worker busy long after the others are done."""
+    first, they fill the first slice: its worker runs them from the start
+    while the others run short tests and then take the slow ones still
+    waiting, so the workers finish together; in folder order they come
+    last, where one two-minute Spark test can keep a worker busy long after
+    the others are done. Handing every worker slow tests at once (``--dist
+    load``) puts several JVMs and package builds on the two cores together,
+    and the run was longer."""
     def slow_first(item) -> int:
         path = item.nodeid
         return next((rank for rank, folder in enumerate(SLOW_FIRST) if path.startswith(folder)), len(SLOW_FIRST))
