@@ -194,7 +194,8 @@ class Certificates:
     """The TLS files of the run, made on first use and removed at exit."""
 
     def __init__(self):
-        self.folder = None
+        self.folder = None  # a TemporaryDirectory, which removes itself at exit
+        self.certs = None
 
     def __call__(self):
         if self.folder is None:
