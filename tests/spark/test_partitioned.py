@@ -5,6 +5,7 @@ import collections
 import dataclasses
 import json
 import sys
+import threading
 
 import pytest
 
@@ -67,6 +68,49 @@ def test_a_retried_task_replays_its_partition_and_reads_nsqd_no_more(spark_nsqd,
     assert len(_logged(tmp_path / "wal")) == 4  # two partitions, each logged and confirmed
     reader.commit(end)
     assert _logged(tmp_path / "wal") == []
+
+
+def test_a_partition_whose_messages_timed_out_before_its_fins_stays_unconfirmed_and_the_copies_are_dropped(
+        start_nsqd, topic, tmp_path, monkeypatch):
+    """Spark's calls made by hand, on a machine too busy for the fetcher's
+    TOUCHes: its event loop is starved past nsqd's --msg-timeout between the
+    log write and the FINs, so nsqd has put the partition's messages back in
+    the queue and refuses the FINs. The partition's log must stay
+    unconfirmed, and the next batch drop the redeliveries, not archive them
+    a second time."""
+    nsqd = start_nsqd("--msg-timeout=1s")
+    publish(nsqd, topic, _bodies(topic, 100))
+    wal = tmp_path / "wal"
+    reader = NSQPartitionedReader(SourceOptions.parse(_executors_options([nsqd], topic, wal,
+                                                                         max_messages_per_partition=100)))
+    finish = Fetcher.finish
+
+    def finish_after_a_starved_loop(fetcher, held):
+        starved = threading.Event()
+        fetcher._loop.call_soon_threadsafe(starved.wait, 60)  # no TOUCH leaves while this blocks the loop
+        try:
+            wait_until(lambda: channel_stats(nsqd, topic, "archive")["timeout_count"] >= 100, timeout=30)
+        finally:
+            starved.set()
+        return finish(fetcher, held)
+
+    def ids(partition) -> list[str]:
+        return sorted(i for rows in reader.read(partition) for i in rows.column("id").to_pylist())
+
+    start = initial_offset()
+    end = reader.latestOffset(start, None)
+    [partition] = reader.partitions(start, end)
+    with monkeypatch.context() as patched:
+        patched.setattr(Fetcher, "finish", finish_after_a_starved_loop)
+        archived = ids(partition)
+    assert len(archived) == 100
+    assert PartitionLog(str(wal)).unconfirmed_ids() == set(archived)
+    reader.commit(end)
+
+    again = reader.latestOffset(end, None)
+    assert [ids(p) for p in reader.partitions(end, again)] == [[]]
+    stats = channel_stats(nsqd, topic, "archive")
+    assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
 
 
 def test_under_available_now_what_a_partition_did_not_receive_is_read_by_a_later_batch(spark_nsqd, topic, tmp_path):

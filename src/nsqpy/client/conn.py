@@ -47,6 +47,9 @@ class Connection(asyncio.Protocol):
         self.config = config
         self.on_messages = on_messages
         self.on_close = on_close
+        # nsqd refusing a FIN, REQ or TOUCH (the message timed out and went back
+        # to the queue): logged, or given to this callable when one is set
+        self.on_refused: Callable[["Connection", ProtocolError], None] | None = None
         self.identity: dict[str, Any] = {}  # nsqd's IDENTIFY answer (JSON)
         self.auth_identity: dict[str, Any] = {}  # nsqd's AUTH answer, when it requires AUTH
         self.closed = False
@@ -320,7 +323,10 @@ class Connection(asyncio.Protocol):
             elif frame_type == FRAME_TYPE_ERROR:
                 error = ProtocolError.from_frame(payload)
                 if error.code in NON_FATAL_CODES:
-                    log.warning("%s: %s", self.address, error)
+                    if self.on_refused is not None:
+                        self.on_refused(self, error)
+                    else:
+                        log.warning("%s: %s", self.address, error)
                     continue
                 log.error("%s: %s", self.address, error)
                 if self._pending:

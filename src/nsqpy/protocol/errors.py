@@ -41,6 +41,15 @@ class ProtocolError(Exception):
         return self.code not in NON_FATAL_CODES
 
     @property
+    def refused_id(self) -> str | None:
+        """The message id a FIN, REQ or TOUCH refusal names: nsqd words
+        them ``FIN <id> failed <reason>``."""
+        if self.code not in NON_FATAL_CODES:
+            return None
+        words = self.description.split(" ", 2)
+        return words[1] if len(words) > 1 else None
+
+    @property
     def frame_data(self) -> bytes:
         return f"{self.code} {self.description}".encode()
 

@@ -17,7 +17,12 @@ close: closing a socket with unread messages in it resets the connection,
 and nsqd then discards the FINs it had received but not yet processed. So
 ``stop()`` sends CLS and waits for nsqd's CLOSE_WAIT on every connection:
 nsqd answers commands in order, so that answer proves every FIN before it
-was applied. It reports how many acknowledgements nsqd never confirmed.
+was applied. It reports how many acknowledgements nsqd never confirmed:
+those sent on a connection that closed first, and those nsqd refused. A
+FIN is refused (E_FIN_FAILED) when the message timed out at nsqd before it
+came, a TOUCH having come late on a machine too busy: nsqd has put the
+message back in the queue and will deliver it again, so for the holder it
+is an archived message whose copy is coming, not a finished one.
 """
 
 import asyncio
@@ -28,6 +33,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 
 from ..protocol import commands
+from ..protocol.errors import E_FIN_FAILED, E_TOUCH_FAILED
 from .chunks import Chunk, count, message_ids, without
 from .options import SourceOptions
 from .widening import WideConsumer
@@ -58,6 +64,9 @@ class Fetcher:
         self._taken_count = 0  # messages ever taken out of ``arrived``; read()'s thread only
         self._taken: set[Chunk] = set()  # handed to Spark, not yet answered; loop thread only
         self._fins: Counter = Counter()  # FINs sent per connection; loop thread only
+        self._fins_refused: Counter = Counter()  # per connection; loop thread only
+        self._refused_ids: set[str] = set()  # of refused FINs, not yet asked for by refused(); loop thread only
+        self._touches_refused = 0  # since the last touch round; loop thread only
         self._stopped: Stopped | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="nsqpy-spark-source", daemon=True)
@@ -80,8 +89,26 @@ class Fetcher:
         self._toucher = self._loop.create_task(self._touch_loop())
 
     def _arrive(self, conn, arrivals: list) -> None:
+        conn.on_refused = self._refuse
         self.arrived.append(Chunk.of(conn, arrivals))
         self._arrived_count += len(arrivals)
+
+    def _refuse(self, conn, error) -> None:
+        if error.code == E_FIN_FAILED:
+            self._fins_refused[conn] += 1
+            if error.refused_id is not None:
+                self._refused_ids.add(error.refused_id)
+        elif error.code == E_TOUCH_FAILED:
+            self._touches_refused += 1
+
+    def refused(self) -> set[str]:
+        """The ids of the FINs nsqd refused since the last call: their
+        messages come again."""
+        return self._call(self._take_refused(), _ANSWER_TIMEOUT)
+
+    async def _take_refused(self) -> set[str]:
+        refused, self._refused_ids = self._refused_ids, set()
+        return refused
 
     def waiting(self) -> int:
         """Messages received and not yet taken."""
@@ -163,14 +190,16 @@ class Fetcher:
         for conn, answer in zip(connections, answers):
             if answer not in done or answer.exception() is not None:
                 unconfirmed += self._fins[conn]
+            else:  # every FIN answered: only the refused ones come again
+                unconfirmed += self._fins_refused[conn]
             # closed here, not by the consumer: it would send a second CLS, which nsqd refuses
             consumer.forget_connection(conn)
             conn.close()
         late = count(self.arrived) + count(self._taken)  # came after the CLS, or never committed
         await self._shut_down()
         if unconfirmed:
-            log.warning("nsq source: nsqd did not confirm %d acknowledgements before the connection closed; "
-                        "those messages may be delivered again", unconfirmed)
+            log.warning("nsq source: nsqd did not confirm %d acknowledgements (the connection closed first, or "
+                        "the messages had timed out); those messages may be delivered again", unconfirmed)
         return Stopped(released=count(released) + late, unconfirmed=unconfirmed)
 
     async def _shut_down(self) -> None:
@@ -197,6 +226,10 @@ class Fetcher:
     async def _touch_loop(self) -> None:
         while True:
             await asyncio.sleep(self._touch_interval())
+            if self._touches_refused:
+                log.warning("nsq source: %d held messages timed out at nsqd before they were touched (a machine "
+                            "too busy for --msg-timeout?); nsqd delivers them again", self._touches_refused)
+                self._touches_refused = 0
             for chunk in list(self._taken) + list(self.arrived):
                 if not chunk.conn.closed:
                     self._consumer.touch(chunk)

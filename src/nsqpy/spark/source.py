@@ -136,13 +136,19 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _settle(self, committed: int) -> None:
         """FIN every batch that ends at or before ``committed``; forget its log
-        entry. A message whose connection closed meanwhile cannot be FINished:
-        nsqd delivers it again, and that copy is dropped."""
+        entry. A message whose connection closed meanwhile cannot be FINished,
+        nor one that timed out at nsqd (its FIN is refused, seen here one
+        read later): nsqd delivers it again, and that copy is dropped."""
         orphans = self._fetcher.finish(self._ledger.release_through(committed))
         if orphans:
             self._delivered.update(message_ids(orphans))
             log.warning("nsq source: %d archived messages lost their connection before FIN; their "
                         "redeliveries will be dropped", count(orphans))
+        refused = self._fetcher.refused()
+        if refused:
+            self._delivered.update(refused)
+            log.warning("nsq source: nsqd refused the FINs of %d archived messages (they had timed out); their "
+                        "redeliveries will be dropped", len(refused))
         if self._wal is not None:
             self._wal.remove(keep=lambda start, end: end > committed)
 
