@@ -22,7 +22,8 @@ DATA ?= .data
 # setup.py) take their types from the modules they import as well
 SOURCES := $(shell find src/nsqpy -name '*.py')
 
-.PHONY: run run-replicated test test-pythons bench compiler java browser prometheus etcd clean
+.PHONY: run run-replicated test test-prerequisites debian-packages test-pythons bench compiler java browser \
+	prometheus etcd clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +43,16 @@ run: $(VENV)/.installed
 # etcd, nsqlookupd, three nsqd replicating each message to two of them, nsqadmin
 run-replicated: $(VENV)/.installed etcd
 	exec $(BIN)/nsqpy cluster --nsqd 3 --replication-factor 2 --data-path $(DATA)
+
+# On a new machine the venv's install (mostly a minute of compiling, on one
+# core) and the Debian packages the tests need (their downloads and dpkg)
+# take about as long each: side by side, not one after the other. apt-get
+# runs one at a time (dpkg's lock), so the packages come one after another.
+test-prerequisites: compiler
+	@$(MAKE) --no-print-directory -j2 --output-sync=target $(VENV)/.installed-test debian-packages
+
+debian-packages:
+	@$(MAKE) --no-print-directory -j1 java browser prometheus etcd
 
 compiler:
 	@if [ -z "$$NSQPY_PURE" ] && { ! command -v gcc >/dev/null || \
@@ -79,7 +90,7 @@ etcd:
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq etcd-server; \
 	fi
 
-test: $(VENV)/.installed-test java browser prometheus etcd
+test: test-prerequisites
 	@$(BIN)/python -c 'import nsqpy.nsqd.channel as m; print("nsqd hot modules:", "pure Python" if m.__file__.endswith(".py") else "compiled")'
 	$(BIN)/python -m pytest -n 3 --dist worksteal --durations=20
 	NSQPY_PURE=1 $(BIN)/python -m pytest -n 3 --dist worksteal --durations=10 tests/unit tests/integration

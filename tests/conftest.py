@@ -1,5 +1,6 @@
 import contextlib
 import itertools
+import os
 import re
 
 import pytest
@@ -32,6 +33,14 @@ def shared_nsqd(tmp_path_factory):
     with nsqd_process(str(tmp_path_factory.mktemp("nsqd")), "--msg-timeout=2s") as daemon:
         yield daemon
 
+
+#: Every JVM the tests start (Spark sessions, nsq_to_parquet runs, a Connect
+#: server, the standalone cluster's master and workers) compiles with C1 only:
+#: a test's JVM lives seconds to a minute, where C2's compiler threads cost
+#: the two cores more than its faster code gives back (the Spark tests run a
+#: quarter faster so). bench/ measures with the JVM's defaults.
+for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+    os.environ.setdefault(_variable, "-XX:TieredStopAtLevel=1")
 
 _names = iter(range(1 << 30))
 
