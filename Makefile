@@ -52,7 +52,7 @@ test-prerequisites: compiler
 	@$(MAKE) --no-print-directory -j2 --output-sync=target $(VENV)/.installed-test debian-packages
 
 debian-packages:
-	@$(MAKE) --no-print-directory -j1 java browser prometheus etcd
+	@for target in java browser prometheus etcd; do $(MAKE) --no-print-directory $$target || exit 1; done
 
 compiler:
 	@if [ -z "$$NSQPY_PURE" ] && { ! command -v gcc >/dev/null || \
