@@ -35,6 +35,10 @@ from .queue import MessageQueue
 
 _DUE: Final = struct.Struct(">q")  # unix nanoseconds, before each deferred record
 DEAD_LETTERED_KEPT: Final = 10_000  # ids of recent dead letters a copy left by a crash is checked against
+#: Messages one dispatch hands a client before the loop reads and writes
+#: again: a consumer with a wide window gets its first burst while nsqd is
+#: still taking its FINs, instead of the whole window after all of them.
+MAX_BURST: Final = 256
 
 
 class Channel:
@@ -255,7 +259,7 @@ class Channel:
             share = max(1, pending // len(ready))
             still_ready = []
             for client in ready:
-                want = min(share, client.window(), pending)
+                want = min(share, client.window(), pending, MAX_BURST)
                 burst: list[Message] = []
                 disk_ids: set[bytes] = set()
                 from_disk: list[Message] = []
@@ -294,6 +298,11 @@ class Channel:
                     still_ready.append(client)
                 if not pending:
                     break
+            if still_ready and pending:
+                # the rest after the loop has read and written: what a client
+                # finishes meanwhile comes back while the next burst goes out
+                self.schedule_dispatch()
+                return
             ready = still_ready
 
     def _dead_letter(self, message: Message) -> bool:
