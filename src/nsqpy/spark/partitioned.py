@@ -22,7 +22,8 @@ sink (the file sink; ``foreachBatch`` keyed by batch id): every message is
 archived exactly once through task retries, executor and driver kills,
 ``query.stop()``, Ctrl-C and nsqd restarts. When nsqd does not confirm a
 partition's FINs (its connection drops, or its task dies, after the log
-write), nsqd delivers those messages again, and later partitions drop the
+write; or it refuses them, the messages having timed out first), nsqd
+delivers those messages again, and later partitions drop the
 redeliveries: the log names them (unconfirmed, then in ``watch/`` for
 ``wal.WATCH_SECONDS`` once the batch commits). So a copy appears only when a
 redelivery comes later than that or the log is lost, or when a connection
