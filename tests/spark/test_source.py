@@ -9,9 +9,11 @@ import pytest
 from nsqpy.localcluster import free_port
 from nsqpy.spark.archive import drain_file, start_archive, stop_gracefully
 from nsqpy.spark.fetcher import Fetcher
+from nsqpy.spark.ledger import offset
 from nsqpy.spark.options import SourceOptions
+from nsqpy.spark.source import NSQStreamReader
 
-from tests.support.wire import http_json
+from tests.support.wire import http_json, wait_until
 
 from .conftest import (archive_available_now, archived_bodies, channel_stats, committed_bodies, publish, source_options,
                        wait_for_registration)
@@ -71,6 +73,36 @@ def test_a_batch_slower_than_the_message_timeout_is_kept_in_flight(spark, spark_
     assert sorted(archived_bodies(spark, out)) == bodies
     stats = channel_stats(spark_nsqd, topic, "archive")
     assert (stats["timeout_count"], stats["in_flight_count"], stats["depth"]) == (0, 0, 0)
+
+
+def test_a_message_that_timed_out_while_its_batch_was_held_is_archived_once(start_nsqd, topic):
+    """Spark's calls made by hand, on a machine too busy for the reader's
+    TOUCHes: its event loop is starved past nsqd's --msg-timeout while batch
+    0 is held, so nsqd delivers batch 0 again on the same connection, and
+    the commit's FINs finish those copies. The next read drops the copies
+    instead of archiving them a second time."""
+    nsqd = start_nsqd("--msg-timeout=1s")
+    bodies = _bodies(topic, 50)
+    publish(nsqd, topic, bodies)
+    reader = NSQStreamReader(SourceOptions.parse(source_options(nsqd, topic, max_messages_per_batch=50)))
+    try:
+        rows, end = reader.read(offset(0))
+        assert sorted(body for batch in rows for body in batch.column("body").to_pylist()) == bodies
+        fetcher = reader._fetcher
+        starved = threading.Event()
+        fetcher._loop.call_soon_threadsafe(starved.wait, 60)  # no TOUCH leaves while this blocks the loop
+        try:
+            wait_until(lambda: channel_stats(nsqd, topic, "archive")["timeout_count"] >= 50, timeout=30)
+        finally:
+            starved.set()
+        wait_until(lambda: fetcher.waiting() >= 50, timeout=30)  # the copies
+        reader.commit(end)
+        rows, after = reader.read(end)
+        assert (list(rows), after) == ([], end)
+        stats = channel_stats(nsqd, topic, "archive")
+        assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
+    finally:
+        reader.stop()
 
 
 def test_graceful_stop_with_messages_in_flight_then_restart_loses_and_repeats_nothing(

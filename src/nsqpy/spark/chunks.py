@@ -12,6 +12,7 @@ and its record batch is a concatenation.
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -77,6 +78,16 @@ class Chunk:
                       [column.filter(keep) for column in self.columns]),
                 Chunk(self.conn, [i for i, hit in zip(self.ids, mask) if hit],
                       [column.filter(hits) for column in self.columns]))
+
+
+def redelivered_ids(chunks) -> set[str]:
+    """Ids of the messages nsqd delivered more than once (``attempts`` > 1)."""
+    found: set[str] = set()
+    for chunk in chunks:
+        again = pc.greater(chunk.columns[_ATTEMPTS], 1)
+        if pc.any(again).as_py():
+            found.update(message_id.decode("ascii") for message_id, hit in zip(chunk.ids, again.to_pylist()) if hit)
+    return found
 
 
 def count(chunks) -> int:

@@ -19,6 +19,7 @@ executors is needed, and one process reads every message. The other reader,
 
 import logging
 import os
+from collections import deque
 
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -27,13 +28,16 @@ from pyspark.sql.types import (BinaryType, IntegerType, StringType, StructField,
 
 from .backlog import channel_backlog, find_http_addresses
 from . import drain
-from .chunks import count, message_ids, to_record_batch
+from .chunks import count, message_ids, redelivered_ids, to_record_batch
 from .fetcher import Fetcher
 from .ledger import Batch, Ledger, offset, position
 from .options import SourceOptions
 from .wal import WriteAheadLog
 
 log = logging.getLogger("nsqpy.spark")
+
+#: Committed batches whose ids a redelivery is checked against (``_copies``)
+_COMMITTED_KEPT = 2
 
 _COLUMNS = [("id", StringType()), ("body", BinaryType()), ("timestamp", TimestampType()),
             ("attempts", IntegerType()), ("topic", StringType()), ("nsqd_address", StringType())]
@@ -60,6 +64,8 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         # ids of messages in committed batches that could not be FINished (their
         # connection closed, or the driver restarted): their redeliveries are dropped
         self._delivered: set[str] = set()
+        self._committed: deque[list[list[bytes]]] = deque(maxlen=_COMMITTED_KEPT)  # the ids of each, by chunk
+        self._copies_dropped: set[str] = set()  # since the last _settle (see _copies)
         self._available_now = False
         self._left: int | None = None  # under availableNow: how many more messages to read
         self._draining = False
@@ -139,12 +145,17 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         entry. A message whose connection closed meanwhile cannot be FINished,
         nor one that timed out at nsqd (its FIN is refused, seen here one
         read later): nsqd delivers it again, and that copy is dropped."""
-        orphans = self._fetcher.finish(self._ledger.release_through(committed))
+        released = self._ledger.release_through(committed)
+        if released:
+            self._committed.append([chunk.ids for chunk in released])
+        orphans = self._fetcher.finish(released)
         if orphans:
             self._delivered.update(message_ids(orphans))
             log.warning("nsq source: %d archived messages lost their connection before FIN; their "
                         "redeliveries will be dropped", count(orphans))
-        refused = self._fetcher.refused()
+        # a copy that nsqd had finished already (see _copies) has its FIN refused: no copy of it comes
+        refused = self._fetcher.refused() - self._copies_dropped
+        self._copies_dropped = set()
         if refused:
             self._delivered.update(refused)
             log.warning("nsq source: nsqd refused the FINs of %d archived messages (they had timed out); their "
@@ -175,16 +186,31 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         first_wait = options.idle_timeout if self._available_now else options.batch_wait
         while True:
             chunks = self._fetcher.take(limit, first_wait, options.batch_wait)
-            if not self._delivered or not chunks:
+            copies = self._copies(chunks)
+            archived = self._delivered | copies if copies else self._delivered
+            if not archived or not chunks:
                 return chunks
-            chunks, dropped = self._fetcher.drop(chunks, self._delivered)
+            chunks, dropped = self._fetcher.drop(chunks, archived)
             if dropped:
                 self._delivered.difference_update(dropped)
+                self._copies_dropped.update(copies.intersection(dropped))
                 if self._left is not None:
                     self._left -= len(dropped)
                     limit = min(limit, self._left)
             if chunks or limit <= 0:
                 return chunks
+
+    def _copies(self, chunks) -> set[str]:
+        """Ids among ``chunks`` of messages a recent batch committed: a
+        message that timed out while its batch was held (its TOUCHes late)
+        comes again, and when the copy came on the same connection the
+        batch's FIN finished the copy instead of being refused. Looked for
+        only among redeliveries (``attempts`` > 1), which are few."""
+        again = redelivered_ids(chunks) if self._committed else set()
+        if not again:
+            return again
+        committed = {message_id.decode("ascii") for batch in self._committed for ids in batch for message_id in ids}
+        return again & committed
 
     def _drain_requested(self) -> bool:
         """A graceful stop asked through ``drain_file``: answer what is committed
