@@ -83,6 +83,8 @@ class Chunk:
 def redelivered_ids(chunks) -> set[str]:
     """Ids of the messages nsqd delivered more than once (``attempts`` > 1)."""
     found: set[str] = set()
+    if not chunks or pc.max(pa.chunked_array([chunk.columns[_ATTEMPTS] for chunk in chunks])).as_py() <= 1:
+        return found  # the usual case, in one call
     for chunk in chunks:
         again = pc.greater(chunk.columns[_ATTEMPTS], 1)
         if pc.any(again).as_py():
