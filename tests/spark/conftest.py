@@ -9,6 +9,7 @@ other's messages or checkpoints.
 import json
 import os
 import sys
+import threading
 import urllib.parse
 from pathlib import Path
 
@@ -55,6 +56,17 @@ def channel_stats(nsqd, topic: str, channel: str) -> dict:
             if found["channel_name"] == channel:
                 return found
     return {}
+
+
+def starve_until_timed_out(fetcher, nsqd, topic: str, count: int, channel: str = "archive") -> None:
+    """A machine too busy for the fetcher's TOUCHes: its event loop blocked
+    (no TOUCH leaves) until nsqd has timed out ``count`` messages of the channel."""
+    starved = threading.Event()
+    fetcher._loop.call_soon_threadsafe(starved.wait, 60)
+    try:
+        wait_until(lambda: channel_stats(nsqd, topic, channel)["timeout_count"] >= count, timeout=30)
+    finally:
+        starved.set()
 
 
 def source_options(nsqd, topic: str, channel: str = "archive", **extra) -> dict:

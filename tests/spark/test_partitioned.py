@@ -5,7 +5,6 @@ import collections
 import dataclasses
 import json
 import sys
-import threading
 
 import pytest
 
@@ -20,7 +19,7 @@ from nsqpy.spark.wal import PartitionLog
 from tests.support.wire import WireConn, http_json, wait_until
 
 from .conftest import (archive_command, archived_bodies, bodies_other_readers_see, channel_stats, publish,
-                       rows_at_least, source_options)
+                       rows_at_least, source_options, starve_until_timed_out)
 
 pytestmark = pytest.mark.spark
 
@@ -86,12 +85,7 @@ def test_a_partition_whose_messages_timed_out_before_its_fins_stays_unconfirmed_
     finish = Fetcher.finish
 
     def finish_after_a_starved_loop(fetcher, held):
-        starved = threading.Event()
-        fetcher._loop.call_soon_threadsafe(starved.wait, 60)  # no TOUCH leaves while this blocks the loop
-        try:
-            wait_until(lambda: channel_stats(nsqd, topic, "archive")["timeout_count"] >= 100, timeout=30)
-        finally:
-            starved.set()
+        starve_until_timed_out(fetcher, nsqd, topic, 100)
         return finish(fetcher, held)
 
     def ids(partition) -> list[str]:

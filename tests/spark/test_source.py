@@ -16,7 +16,7 @@ from nsqpy.spark.source import NSQStreamReader
 from tests.support.wire import http_json, wait_until
 
 from .conftest import (archive_available_now, archived_bodies, channel_stats, committed_bodies, publish, source_options,
-                       wait_for_registration)
+                       starve_until_timed_out, wait_for_registration)
 
 pytestmark = pytest.mark.spark
 
@@ -88,14 +88,8 @@ def test_a_message_that_timed_out_while_its_batch_was_held_is_archived_once(star
     try:
         rows, end = reader.read(offset(0))
         assert sorted(body for batch in rows for body in batch.column("body").to_pylist()) == bodies
-        fetcher = reader._fetcher
-        starved = threading.Event()
-        fetcher._loop.call_soon_threadsafe(starved.wait, 60)  # no TOUCH leaves while this blocks the loop
-        try:
-            wait_until(lambda: channel_stats(nsqd, topic, "archive")["timeout_count"] >= 50, timeout=30)
-        finally:
-            starved.set()
-        wait_until(lambda: fetcher.waiting() >= 50, timeout=30)  # the copies
+        starve_until_timed_out(reader._fetcher, nsqd, topic, 50)
+        wait_until(lambda: reader._fetcher.waiting() >= 50, timeout=30)  # the copies
         reader.commit(end)
         rows, after = reader.read(end)
         assert (list(rows), after) == ([], end)
