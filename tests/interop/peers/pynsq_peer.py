@@ -29,6 +29,11 @@ def check(conn, data):
 
 
 def publish():
+    """pynsq's Writer connects in the background and refuses a PUB until it
+    is ready, so this waits for that rather than for a fixed time."""
+    if not any(conn.connected() for conn in writer.conns.values()):
+        loop.call_later(0.05, publish)
+        return
     for body in PUBS + [REQUEUE_ME, TOUCH_ME]:
         writer.pub(topic, body, check)
     writer.mpub(topic, MPUBS, check)
