@@ -107,6 +107,33 @@ def test_available_now_waits_for_messages_another_consumer_holds_then_says_so(st
     assert sorted(bodies_other_readers_see(out)) == sorted(b"held-%d" % i for i in range(50))
 
 
+@pytest.mark.parametrize("reader", ["driver", "executors"])
+def test_messages_another_consumer_gives_back_during_the_run_are_archived_by_it(start_nsqd, topic, tmp_path,
+                                                                                 archiver, reader):
+    """A stale run's batch, still held when this run starts and given back
+    while it reads (that run's connection drops): it was part of what the
+    channel held, so this run archives it, rather than leave as many others
+    unread and exit 0 because nobody holds anything at its end."""
+    nsqd = start_nsqd("--msg-timeout=10m", "--max-heartbeat-interval=10m")
+    held = [b"held-%d" % i for i in range(50)]
+    ready = [b"ready-%d" % i for i in range(2000)]
+    publish(nsqd, topic, held)
+    out = tmp_path / "out"
+    with WireConn(nsqd.tcp_hostport) as other:
+        other.identify(client_id="stale-run", hostname="worker7", heartbeat_interval=600_000)
+        other.subscribe(topic, "shared", rdy=len(held))
+        other.messages(len(held), timeout=30)
+        publish(nsqd, topic, ready)
+        # given back once the run has begun to read (its budget is set by then), ten batches before its end;
+        # idle_timeout: the driver reader waits that long for what is owed, however late the give-back
+        running = archiver(archive_command(nsqd, topic, out, "--available-now", "--held-wait=1",
+                                           "--channel=shared", f"--reader={reader}", "--option=idle_timeout=60",
+                                           "--max-messages-per-batch=200", "--status-every=0.1"))
+        running.wait_for(rows_at_least(1), timeout=240)
+    assert running.wait(240) == 0, running.output
+    assert sorted(bodies_other_readers_see(out)) == sorted(held + ready)
+
+
 def test_ctrl_c_during_start_up_is_one_line_and_exit_130(spark_nsqd, topic, tmp_path, archiver):
     """Ctrl-C (SIGINT to the terminal's process group) while Spark starts,
     before the query runs: no py4j tracebacks, Python's exit status for it."""

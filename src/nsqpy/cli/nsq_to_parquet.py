@@ -9,8 +9,10 @@ nsqd, and nothing else.
 
 ``--available-now`` first waits up to ``--held-wait`` seconds for messages
 that other consumers of the channel hold in flight (a stale run, another job
-on the same channel); if some are still held when the run ends, it says how
-many, held by whom, and exits 3: the archive is not all the channel held.
+on the same channel); the source counts them in what the run archives, so
+those given back while it reads are archived by it. If some are still held
+when the run ends, it says how many, held by whom, and exits 3: the archive
+is not all the channel held.
 """
 
 import argparse

@@ -172,3 +172,10 @@ def holders(http_addresses, topic: str, channel: str, other_than: str | None = N
                                f"{client.get('remote_address', '?')})"
                         found.append(Holder(address, name, client["in_flight_count"]))
     return found
+
+
+def held_elsewhere(http_addresses, topic: str, channel: str, client_id: str) -> int:
+    """Messages of ``channel`` in flight to consumers other than those named
+    ``client_id``: they come back to the channel when their consumer
+    requeues them, drops its connection or lets them time out."""
+    return sum(holder.in_flight for holder in holders(http_addresses, topic, channel, other_than=client_id))

@@ -49,7 +49,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from ..client import NSQError
 from . import drain
 from .chunks import count, to_record_batch
-from .backlog import find_nodes, node_backlog
+from .backlog import find_nodes, held_elsewhere, node_backlog
 from .fetcher import Fetcher
 from .options import SourceOptions
 from .plan import batch_number, initial_offset, next_offset, plan_batch
@@ -100,8 +100,10 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return initial_offset()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        """Read what waits now: each node's depth when the query starts."""
-        self._left = self._backlogs()
+        """Read what waits now: each node's depth when the query starts, and
+        what other consumers hold in flight there, which a batch reads once
+        it is given back (the driver reader's ``prepareForTriggerAvailableNow``)."""
+        self._left = self._backlogs(held_too=True)
         log.info("nsq source: available now: %d messages in %s/%s", sum(self._left.values()),
                  self.options.topic, self.options.channel)
 
@@ -166,14 +168,18 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.warning("nsq source: nsqd did not confirm the FINs of %d archived messages; their "
                         "redeliveries will be dropped", watched)
 
-    def _backlogs(self) -> dict[str, int]:
-        """Messages waiting at each node; a node whose HTTP API does not
-        answer (or is unknown) gives nothing this batch."""
+    def _backlogs(self, held_too: bool = False) -> dict[str, int]:
+        """Messages waiting at each node (``held_too``: and those in flight to
+        other consumers); a node whose HTTP API does not answer (or is
+        unknown) gives nothing this batch."""
         options = self.options
         backlogs = {}
         for node in find_nodes(options.nsqd_tcp_addresses, options.nsqd_http_addresses,
                                options.lookupd_http_addresses, options.topic):
             count = node_backlog(node.http_address, options.topic, options.channel) if node.http_address else None
+            if count is not None and held_too:
+                count += held_elsewhere([node.http_address], options.topic, options.channel,
+                                        options.config.client_id)
             if count is None:
                 log.warning("nsq source: cannot ask nsqd %s how much waits (HTTP address %s); not read this "
                             "batch", node.tcp_address, node.http_address or "unknown")

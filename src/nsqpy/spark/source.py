@@ -26,7 +26,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import (BinaryType, IntegerType, StringType, StructField, StructType,
                                TimestampType)
 
-from .backlog import channel_backlog, find_http_addresses
+from .backlog import channel_backlog, find_http_addresses, held_elsewhere
 from . import drain
 from .chunks import count, message_ids, redelivered_ids, to_record_batch
 from .fetcher import Fetcher
@@ -76,17 +76,22 @@ class NSQStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         return offset(0)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        """Read what the channel holds now: its depth at nsqd (when nsqd's HTTP
-        address is known), and in any case stop once nothing new arrives for
-        ``idle_timeout`` seconds."""
+        """Read what the channel holds now: its depth at nsqd and what other
+        consumers hold in flight (when nsqd's HTTP address is known), and in
+        any case stop once nothing new arrives for ``idle_timeout`` seconds.
+        Messages held elsewhere count: given back while the run reads, they
+        are part of what it must archive, not a reason to leave as many
+        others unread."""
         self._available_now = True
         options = self.options
         addresses = find_http_addresses(options.nsqd_http_addresses, options.lookupd_http_addresses,
                                         options.nsqd_tcp_addresses, options.topic)
         if addresses:
-            self._left = channel_backlog(addresses, options.topic, options.channel)
-            log.info("nsq source: available now: %d messages in %s/%s", self._left, options.topic,
-                     options.channel)
+            ready = channel_backlog(addresses, options.topic, options.channel)
+            held = held_elsewhere(addresses, options.topic, options.channel, options.config.client_id)
+            self._left = ready + held
+            log.info("nsq source: available now: %d messages in %s/%s, %d of them in flight to other consumers",
+                     self._left, options.topic, options.channel, held)
 
     def read(self, start: dict):
         begin = position(start)
