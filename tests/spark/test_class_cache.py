@@ -63,6 +63,25 @@ def test_the_archive_is_named_after_the_java_and_the_spark_it_fits(tmp_path, mon
     assert classcache.archive_path() not in (first, None)
 
 
+def test_the_same_spark_in_another_place_gets_an_archive_of_its_own(tmp_path, monkeypatch):
+    """The JVM maps an archive only for the class path it was made with,
+    paths included, and ignores it silently otherwise: a second virtualenv
+    with the same PySpark needs its own."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = classcache.archive_path()
+    jars = os.path.join(_find_spark_home(), "jars")
+    copy = tmp_path / "other-venv" / "pyspark" / "jars"
+    copy.mkdir(parents=True)
+    for name in os.listdir(jars):  # the same names and sizes, sparse
+        with open(copy / name, "wb") as sparse:
+            sparse.truncate(os.path.getsize(os.path.join(jars, name)))
+    monkeypatch.setenv("SPARK_HOME", str(copy.parent))
+    assert _find_spark_home() == str(copy.parent)
+    assert classcache.archive_path() not in (first, None)
+
+
 def test_turned_off_it_adds_nothing_and_makes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv(classcache.ENABLE_ENV, "0")

@@ -9,9 +9,11 @@ waits before it reads a message.
 
 Java 17 writes such an archive when a JVM started with
 ``-XX:ArchiveClassesAtExit`` exits, and maps it at a later start with
-``-XX:SharedArchiveFile``, as long as Java and the class path are the same;
-the archive's name is a digest of both (the java executable, Spark's jars),
-so a new Java or a new PySpark makes a new one. When there is none yet, a
+``-XX:SharedArchiveFile``, as long as Java and the class path are the same
+(the jars' paths included: the JVM silently ignores an archive made from
+another virtualenv's PySpark); the archive's name is a digest of both (the
+java executable, where Spark's jars are and what they are), so a new Java,
+a new PySpark or another virtualenv makes a new one. When there is none yet, a
 process of its own makes it in the background (a session, a small job, a
 clean exit: about 40 s of one core, once), and the session that asked
 starts as it always did. An archive is renamed into place only after its
@@ -57,10 +59,10 @@ def archive_path() -> str | None:
     java = _java()
     if java is None:
         return None
-    jars = os.path.join(_find_spark_home(), "jars")
+    jars = os.path.abspath(os.path.join(_find_spark_home(), "jars"))
     digest = hashlib.sha256()
     java_stat = os.stat(java)
-    digest.update(f"{java} {java_stat.st_size} {java_stat.st_mtime_ns}\n".encode())
+    digest.update(f"{java} {java_stat.st_size} {java_stat.st_mtime_ns}\n{jars}\n".encode())
     for name in sorted(os.listdir(jars)):
         digest.update(f"{name} {os.path.getsize(os.path.join(jars, name))}\n".encode())
     return os.path.join(cache_dir(), f"spark-driver-{digest.hexdigest()[:16]}.jsa")
