@@ -134,6 +134,29 @@ def test_messages_another_consumer_gives_back_during_the_run_are_archived_by_it(
     assert sorted(bodies_other_readers_see(out)) == sorted(held + ready)
 
 
+def test_checkpoint_writes_start_no_process(spark_nsqd, topic, tmp_path):
+    """Hadoop's FileContext renames on a local disk run ``readlink`` as a
+    process for each rename (tens of ms a batch, for each of the offset,
+    commit and sink logs); the sessions nsqpy builds rename in-process.
+    Every ``readlink`` the run starts is recorded by one found first on PATH."""
+    bodies = [b"batch-%d" % i for i in range(30)]
+    publish(spark_nsqd, topic, bodies)
+    tools, calls = tmp_path / "bin", tmp_path / "readlink-calls"
+    tools.mkdir()
+    recorder = tools / "readlink"
+    recorder.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec /usr/bin/readlink "$@"\n')
+    recorder.chmod(0o755)
+    out = tmp_path / "out"
+    result = subprocess.run(archive_command(spark_nsqd, topic, out, "--available-now", "--channel=renames",
+                                            "--max-messages-per-batch=10"),
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stderr
+    assert sorted(bodies_other_readers_see(out)) == sorted(bodies)
+    recorded = calls.read_text().splitlines() if calls.exists() else []
+    assert not [call for call in recorded if str(out) in call], recorded
+
+
 def test_ctrl_c_during_start_up_is_one_line_and_exit_130(spark_nsqd, topic, tmp_path, archiver):
     """Ctrl-C (SIGINT to the terminal's process group) while Spark starts,
     before the query runs: no py4j tracebacks, Python's exit status for it."""

@@ -1,8 +1,8 @@
 """A SparkSession with settings that keep one machine's runs light.
 
 The archive command, the tests and the benchmarks build their sessions here:
-UI off, few shuffle partitions, driver bound to 127.0.0.1 when the master is
-local or on loopback,
+UI off, few shuffle partitions, checkpoint files renamed without a process
+per rename, driver bound to 127.0.0.1 when the master is local or on loopback,
 the Python workers running this interpreter (so they find nsqpy and
 PyArrow), and the driver's JVM mapping its classes from an archive
 (``classcache``). Every setting can be overridden with ``conf``.
@@ -23,9 +23,17 @@ SQL_DEFAULTS = {  # runtime settings: a Connect client sets them too
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
 }
+# Spark's default checkpoint manager renames through Hadoop's FileContext,
+# which on a local disk runs a ``readlink`` process for each rename (Hadoop
+# without its native library): several per micro-batch, 40-70 ms of every
+# batch's offset and commit log writes. The FileSystem one renames in-process
+# (atomically on local disks and HDFS, as the other).
+CHECKPOINT_FILE_MANAGER = ("org.apache.spark.sql.execution.streaming.checkpointing."
+                           "FileSystemBasedCheckpointFileManager")
 LIGHT_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
     **SQL_DEFAULTS,
 }
 LOCAL_DEFAULTS = {
