@@ -14,9 +14,7 @@ import signal
 from collections.abc import Callable, Collection, Coroutine, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Literal, TypeAlias, cast, overload
-
-import aiohttp
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, overload
 
 from ..protocol import commands
 from ..protocol.dedupkey import split_key
@@ -24,12 +22,14 @@ from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from .config import Config
 from .conn import Connection
 from .dedup import DELIVER, DROP, DedupWindow
-from .discovery import lookup_producers
 from .errors import NSQError, ProtocolError, StoppedError
 from .flow import NOTHING, Decisions, FlowController
 from .inbound import Arrival
 from .message import Message
 from .workers import Handler, Workers
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = logging.getLogger("nsqpy.client")
 
@@ -125,7 +125,7 @@ class Consumer:
         self._nsqd_addresses: list[str] = []
         self._lookupd_addresses: list[str] = []
         self._lookupd_index = 0
-        self._http: aiohttp.ClientSession | None = None
+        self._http: "aiohttp.ClientSession | None" = None
         self._stopping = False
         self._backoff_timer: asyncio.TimerHandle | None = None
         self._received = 0
@@ -397,7 +397,14 @@ class Consumer:
             await self._query_lookupd()
 
     async def _query_lookupd(self) -> None:
-        """Ask one lookupd (round robin, up to 3 tries) and connect to every nsqd it lists."""
+        """Ask one lookupd (round robin, up to 3 tries) and connect to every nsqd
+        it lists. aiohttp loads here, for a consumer that uses nsqlookupd: it
+        is a sixth of a second of every process start otherwise (each of
+        Spark's Python workers that reads nsqd, the tools given nsqd's address)."""
+        import aiohttp
+
+        from .discovery import lookup_producers
+
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.config.lookupd_poll_timeout))
         for _ in range(min(3, len(self._lookupd_addresses))):

@@ -1,8 +1,9 @@
 """Asking nsqlookupd which nsqd nodes have a topic (consumers), or which exist (producers)."""
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
+if TYPE_CHECKING:  # the callers load aiohttp when they ask nsqlookupd, not on import
+    import aiohttp
 
 NSQ_ACCEPT = {"Accept": "application/vnd.nsq; version=1.0"}
 
@@ -16,7 +17,7 @@ def lookup_url(address: str, endpoint: str = "lookup") -> str:
     return f"{scheme}://{host}/{path if slash and path else endpoint}"
 
 
-async def lookup_producers(session: aiohttp.ClientSession, address: str, topic: str) -> list[str]:
+async def lookup_producers(session: "aiohttp.ClientSession", address: str, topic: str) -> list[str]:
     """``broadcast_address:tcp_port`` of every nsqd lookupd lists for ``topic``
     (none when lookupd does not know the topic yet)."""
     async with session.get(lookup_url(address), params={"topic": topic}, headers=NSQ_ACCEPT) as response:
@@ -27,7 +28,7 @@ async def lookup_producers(session: aiohttp.ClientSession, address: str, topic: 
     return [_tcp_address(p) for p in data.get("producers") or []]
 
 
-async def list_nodes(session: aiohttp.ClientSession, address: str) -> list[str]:
+async def list_nodes(session: "aiohttp.ClientSession", address: str) -> list[str]:
     """``broadcast_address:tcp_port`` of every nsqd registered with lookupd:
     where a Producer over many nodes may publish."""
     async with session.get(lookup_url(address, "nodes"), headers=NSQ_ACCEPT) as response:
