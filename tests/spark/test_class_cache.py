@@ -29,6 +29,11 @@ def test_an_archive_is_made_in_the_background_then_mapped_by_the_next_session(tm
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     path = classcache.archive_path()
     assert path.startswith(str(tmp_path / "cache" / "nsqpy")) and not os.path.exists(path)
+    # an archive of a virtualenv deleted since: the builder removes it once its own is in place
+    stale = tmp_path / "cache" / "nsqpy" / "spark-driver-0123456789abcdef.jsa"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"an archive")
+    stale.with_suffix(".jars").write_text(str(tmp_path / "deleted-venv" / "pyspark" / "jars") + "\n")
 
     try:
         assert classcache.driver_java_options() == ""  # none yet: a builder starts, the session starts as before
@@ -40,7 +45,10 @@ def test_an_archive_is_made_in_the_background_then_mapped_by_the_next_session(tm
         wait_until(lambda: not os.path.exists(path + ".lock"), timeout=300)
     finally:  # the builder outlives a failed test otherwise (its JVM exits with it)
         subprocess.run(["pkill", "-f", f"nsqpy.spark.classcache {path}"])
-    assert os.path.exists(path) and os.listdir(os.path.dirname(path)) == [os.path.basename(path)]
+    made_from = path.removesuffix(".jsa") + ".jars"
+    assert sorted(os.listdir(os.path.dirname(path))) == sorted(map(os.path.basename, (path, made_from)))
+    with open(made_from) as named:
+        assert os.path.isdir(named.read().strip())
     assert classcache.driver_java_options() == f"-XX:SharedArchiveFile={path} {classcache.QUIET}"
 
     loaded = tmp_path / "class-load.log"
@@ -80,6 +88,18 @@ def test_the_same_spark_in_another_place_gets_an_archive_of_its_own(tmp_path, mo
     monkeypatch.setenv("SPARK_HOME", str(copy.parent))
     assert _find_spark_home() == str(copy.parent)
     assert classcache.archive_path() not in (first, None)
+
+
+def test_pruning_keeps_only_the_archives_whose_jars_exist(tmp_path):
+    kept, gone, unknown = (tmp_path / f"spark-driver-{name}.jsa" for name in ("a", "b", "c"))
+    for archive in (kept, gone, unknown):
+        archive.write_bytes(b"an archive")
+    kept.with_suffix(".jars").write_text(f"{tmp_path}\n")
+    gone.with_suffix(".jars").write_text(f"{tmp_path / 'deleted-venv'}\n")
+    (tmp_path / "notes.txt").write_text("not an archive")
+    # unknown: made before archives named their jars
+    assert classcache.prune(str(tmp_path)) == [str(gone), str(unknown)]
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt", "spark-driver-a.jars", "spark-driver-a.jsa"]
 
 
 def test_turned_off_it_adds_nothing_and_makes_nothing(tmp_path, monkeypatch):

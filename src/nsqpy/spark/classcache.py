@@ -21,7 +21,10 @@ JVM exited cleanly: a JVM that maps a truncated archive crashes. Java's own
 lines about the archive are silenced; an archive that no longer fits is
 ignored by the JVM, which then loads its classes from the jars.
 
-The archive lives in ``$XDG_CACHE_HOME/nsqpy`` (``~/.cache/nsqpy``).
+The archive lives in ``$XDG_CACHE_HOME/nsqpy`` (``~/.cache/nsqpy``), with a
+file beside it naming the jars it was made from; a builder that has made
+its archive removes those whose jars are gone (a deleted virtualenv), so
+the cache holds one archive per Spark install that still exists.
 ``NSQPY_SPARK_CLASS_CACHE=0`` turns it off; a ``spark.driver.extraJavaOptions``
 of the user's own replaces it.
 """
@@ -54,18 +57,51 @@ def _java() -> str | None:
 
 def archive_path() -> str | None:
     """Where the archive for this Java and this Spark lives (None: no java found)."""
-    from pyspark.find_spark_home import _find_spark_home
-
     java = _java()
     if java is None:
         return None
-    jars = os.path.abspath(os.path.join(_find_spark_home(), "jars"))
+    jars = _jars()
     digest = hashlib.sha256()
     java_stat = os.stat(java)
     digest.update(f"{java} {java_stat.st_size} {java_stat.st_mtime_ns}\n{jars}\n".encode())
     for name in sorted(os.listdir(jars)):
         digest.update(f"{name} {os.path.getsize(os.path.join(jars, name))}\n".encode())
     return os.path.join(cache_dir(), f"spark-driver-{digest.hexdigest()[:16]}.jsa")
+
+
+def _jars() -> str:
+    """The directory of the Spark install's jars: the driver's class path."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    return os.path.abspath(os.path.join(_find_spark_home(), "jars"))
+
+
+def _made_from(archive: str) -> str:
+    """The file beside ``archive`` that names the jars it was made from."""
+    return archive.removesuffix(".jsa") + ".jars"
+
+
+def prune(directory: str) -> list[str]:
+    """Remove the archives in ``directory`` whose jars are gone, or whose
+    jars are unknown (made before archives named them); -> those removed."""
+    removed = []
+    for name in sorted(os.listdir(directory)):
+        if not (name.startswith("spark-driver-") and name.endswith(".jsa")):
+            continue
+        archive = os.path.join(directory, name)
+        try:
+            with open(_made_from(archive)) as named:
+                if os.path.isdir(named.read().strip()):
+                    continue
+        except FileNotFoundError:
+            pass
+        for leftover in (archive, _made_from(archive)):
+            try:
+                os.unlink(leftover)
+            except FileNotFoundError:
+                pass
+        removed.append(archive)
+    return removed
 
 
 def driver_java_options() -> str:
@@ -128,7 +164,10 @@ def build(path: str) -> int:
             jvm.stdin.close()  # the gateway JVM exits, and writes the archive as it does
             status = jvm.wait(600)
         if status == 0 and os.path.exists(partial):
+            with open(_made_from(path), "w") as named:  # first: a pruning builder keeps an archive that has it
+                named.write(_jars() + "\n")
             os.replace(partial, path)
+            prune(os.path.dirname(path))
             return 0
         return 1
     finally:
