@@ -22,6 +22,7 @@ from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from .config import Config
 from .conn import Connection
 from .dedup import DELIVER, DROP, DedupWindow
+from .discovery import lookup_producers
 from .errors import NSQError, ProtocolError, StoppedError
 from .flow import NOTHING, Decisions, FlowController
 from .inbound import Arrival
@@ -402,8 +403,6 @@ class Consumer:
         is a sixth of a second of every process start otherwise (each of
         Spark's Python workers that reads nsqd, the tools given nsqd's address)."""
         import aiohttp
-
-        from .discovery import lookup_producers
 
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.config.lookupd_poll_timeout))

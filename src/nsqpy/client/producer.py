@@ -27,6 +27,7 @@ from ..protocol import commands
 from ..protocol.dedupkey import with_key
 from .config import Config
 from .conn import Connection
+from .discovery import list_nodes
 from .errors import ConnectionClosedError, NoNodeAvailableError, ProtocolError, StoppedError
 from .nodes import Node, NodePool
 
@@ -322,8 +323,6 @@ class Producer:
 
     async def _poll_lookupds(self) -> None:
         import aiohttp
-
-        from .discovery import list_nodes
 
         timeout = aiohttp.ClientTimeout(total=self.config.lookupd_poll_timeout)
         async with aiohttp.ClientSession(timeout=timeout) as session:
