@@ -62,10 +62,23 @@ def test_ids_are_unique_increasing_hex_even_past_the_sequence_space():
     assert (int(ids[0], 16) >> 12) & 0x3FF == 1023
 
 
-def test_an_id_is_nsqs_layout_in_sixteen_hex_digits():
+@pytest.mark.parametrize("make", [lambda guid: guid.new_ids(4), lambda guid: [guid.new_id() for _ in range(4)]],
+                         ids=["batch", "one at a time"])
+def test_an_id_is_nsqs_layout_in_sixteen_hex_digits(make):
     guid = GuidFactory(node_id=617)
     guid.last_ts = ts = 1 << 45  # the clock is behind it: this time unit is used
     guid.sequence = 4093
     expected = [b"%016x" % (((ts - EPOCH) << 22) | (617 << 12) | sequence) for sequence in (4094, 4095)]
     expected += [b"%016x" % (((ts + 1 - EPOCH) << 22) | (617 << 12) | sequence) for sequence in (0, 1)]
-    assert guid.new_ids(4) == expected
+    assert make(guid) == expected
+
+
+def test_single_ids_and_batches_interleaved_stay_unique_and_increasing():
+    guid = GuidFactory(node_id=5)
+    guid.last_ts = 1 << 45  # the clock is behind: every id borrows from this time unit on
+    ids: list[bytes] = []
+    for round_ in range(3000):
+        ids.append(guid.new_id())
+        ids += guid.new_ids(1 + round_ % 7)
+    assert len(set(ids)) == len(ids)
+    assert ids == sorted(ids)

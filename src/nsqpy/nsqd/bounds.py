@@ -34,7 +34,7 @@ class DepthLimit:
     in a refusal (``topic t``, ``channel t/c``), made once, not per publish."""
 
     __slots__ = ("what", "default_max_depth", "default_policy", "max_depth_setting", "policy_setting", "dropped",
-                 "drops")
+                 "drops", "rejects")
 
     def __init__(self, what: str, default_max_depth: int = 0, default_policy: str = "reject"):
         self.what = what
@@ -44,6 +44,7 @@ class DepthLimit:
         self.policy_setting: str | None = None
         self.dropped = 0
         self.drops = False  # drop-oldest with a limit: what a put checks before calling trim
+        self.rejects = False  # reject with a limit: what a publish checks before calling check
         self._update()
 
     @property
@@ -63,11 +64,12 @@ class DepthLimit:
 
     def _update(self) -> None:
         self.drops = bool(self.max_depth) and self.policy == "drop-oldest"
+        self.rejects = bool(self.max_depth) and self.policy == "reject"
 
     def check(self, depth: int, incoming: int) -> None:
         """Raise ``QueueFull`` if ``incoming`` more would pass a ``reject`` limit."""
         max_depth = self.max_depth
-        if max_depth and self.policy == "reject" and depth + incoming > max_depth:
+        if self.rejects and depth + incoming > max_depth:
             raise QueueFull(f"{self.what} is full (depth {depth}, max_depth {max_depth})")
 
     def trim(self, queue) -> None:

@@ -21,6 +21,11 @@ SEQUENCE_MASK: Final = (1 << SEQUENCE_BITS) - 1
 _SEQUENCE_HEX: Final = [b"%03x" % sequence for sequence in range(SEQUENCE_MASK + 1)]
 
 
+def time_unit_prefix(ts: int, node_bits: int) -> bytes:
+    """The 13 hex digits every id of time unit ``ts`` made on this node shares."""
+    return b"%013x" % ((((ts - EPOCH) << 22) | node_bits) >> SEQUENCE_BITS)
+
+
 class IdSequence:
     """Consecutive ids from ``(ts, sequence)`` on, made one at a time."""
 
@@ -30,16 +35,12 @@ class IdSequence:
         self.node_bits = node_bits
         self.ts = ts + (sequence >> SEQUENCE_BITS)
         self.sequence = sequence & SEQUENCE_MASK
-        self.prefix = self._prefix()
-
-    def _prefix(self) -> bytes:
-        """The 13 hex digits every id of this time unit shares."""
-        return b"%013x" % ((((self.ts - EPOCH) << 22) | self.node_bits) >> SEQUENCE_BITS)
+        self.prefix = time_unit_prefix(self.ts, node_bits)
 
     def _next_time_unit(self) -> None:
         self.ts += 1
         self.sequence = 0
-        self.prefix = self._prefix()
+        self.prefix = time_unit_prefix(self.ts, self.node_bits)
 
     def next(self) -> bytes:
         if self.sequence > SEQUENCE_MASK:
@@ -64,12 +65,14 @@ class IdSequence:
 
 
 class GuidFactory:
-    __slots__ = ("node_bits", "last_ts", "sequence")
+    __slots__ = ("node_bits", "last_ts", "sequence", "_prefix_ts", "_prefix")
 
     def __init__(self, node_id: int):
         self.node_bits = (node_id & 0x3FF) << 12
         self.last_ts = 0
         self.sequence = 0
+        self._prefix_ts = -1  # the time unit of the prefix new_id last made
+        self._prefix = b""
 
     def reserve(self, count: int) -> IdSequence:
         """The next ``count`` ids, to be made by the sequence returned."""
@@ -84,4 +87,23 @@ class GuidFactory:
         return ids
 
     def new_ids(self, count: int) -> list[bytes]:
+        if count == 1:
+            return [self.new_id()]
         return self.reserve(count).take(count)
+
+    def new_id(self) -> bytes:
+        """The id ``reserve(1)`` would give, made without a sequence object
+        and, within one time unit, without formatting its prefix again: a
+        PUB's, the commonest publish."""
+        ts = time.time_ns() >> 20
+        if ts > self.last_ts:
+            self.last_ts, self.sequence = ts, -1
+        sequence = self.sequence + 1
+        if sequence > SEQUENCE_MASK:  # borrow the next time unit
+            self.last_ts += 1
+            sequence = 0
+        self.sequence = sequence
+        if self.last_ts != self._prefix_ts:
+            self._prefix_ts = self.last_ts
+            self._prefix = time_unit_prefix(self.last_ts, self.node_bits)
+        return self._prefix + _SEQUENCE_HEX[sequence]

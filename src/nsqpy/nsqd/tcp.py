@@ -271,7 +271,7 @@ class V2Protocol(asyncio.Protocol):
 
     def _topic_name(self, raw: bytes, command: str) -> str:
         name = _name(raw)
-        if not is_valid_topic_name(name):
+        if name not in self.nsqd.topics and not is_valid_topic_name(name):  # a topic held was checked
             raise ProtocolError(errors.E_BAD_TOPIC, f"{command} topic name {_go_quoted(raw)} is not valid")
         return name
 

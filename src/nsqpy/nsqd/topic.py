@@ -115,9 +115,11 @@ class Topic:
 
     def _check_limits(self, incoming: int) -> None:
         """Raises ``QueueFull`` before anything is queued, so an MPUB is all or nothing."""
-        self.limit.check(len(self.queue), incoming)
+        if self.limit.rejects:
+            self.limit.check(len(self.queue), incoming)
         for channel in self.channels.values():
-            channel.limit.check(len(channel.queue), incoming)
+            if channel.limit.rejects:
+                channel.limit.check(len(channel.queue), incoming)
 
     def _fan_out(self, message: Message) -> None:
         defer = message.defer
