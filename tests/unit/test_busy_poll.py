@@ -19,7 +19,7 @@ def test_the_loop_polls_through_the_window_then_sleeps():
         poll = BusyPoll(asyncio.get_running_loop(), window)
         for _ in range(10):
             arrived = time.perf_counter()
-            poll.input_arrived()
+            poll.restart()
             await asyncio.sleep(0.01)
             during, looked = poll.polling, time.perf_counter() - arrived
             if looked < window:
@@ -38,7 +38,7 @@ def test_the_loop_polls_through_the_window_then_sleeps():
 def test_a_zero_window_never_polls():
     async def main():
         poll = BusyPoll(asyncio.get_running_loop(), 0.0)
-        poll.input_arrived()
+        poll.restart()
         return poll.polling
 
     assert asyncio.run(asyncio.wait_for(main(), 5)) is False

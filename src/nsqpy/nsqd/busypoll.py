@@ -1,5 +1,5 @@
-"""Busy polling: after network input, the event loop keeps polling its
-sockets for a moment before it sleeps.
+"""Busy polling: after network input, and after the writes answering it,
+the event loop keeps polling its sockets for a moment before it sleeps.
 
 A client that publishes one message at a time waits for each OK before it
 sends the next. If nsqd's thread has gone to sleep meanwhile, the kernel
@@ -16,25 +16,26 @@ import time
 
 
 class BusyPoll:
-    __slots__ = ("loop", "window", "last_input", "polling")
+    __slots__ = ("loop", "window", "last_activity", "polling")
 
     def __init__(self, loop, window: float):
         self.loop = loop
         self.window = window
-        self.last_input = 0.0
+        self.last_activity = 0.0
         self.polling = False
 
-    def input_arrived(self) -> None:
+    def restart(self) -> None:
+        """Poll for a window from now (after input, and after the writes answering it)."""
         if self.window:
-            self.last_input = time.perf_counter()
+            self.last_activity = time.perf_counter()
             if not self.polling:
                 self.polling = True
                 self.loop.call_soon(self._poll)
 
     def _poll(self) -> None:
         """While a callback is ready the loop polls without waiting: this one
-        stays ready until the window has passed with no input."""
-        if time.perf_counter() - self.last_input < self.window:
+        stays ready until a window has passed since the last restart."""
+        if time.perf_counter() - self.last_activity < self.window:
             self.loop.call_soon(self._poll)
         else:
             self.polling = False

@@ -28,6 +28,7 @@ class ClientV2:
     def __init__(self, nsqd, transport, client_id: int):
         self.nsqd = nsqd
         self.loop = nsqd.loop
+        self.writes = nsqd.writes
         self.transport = transport
         self.id = client_id
         peer = transport.get_extra_info("peername")
@@ -124,9 +125,8 @@ class ClientV2:
         self._out_bytes += count * (FRAME_HEADER_SIZE + MESSAGE_HEADER_SIZE) + size
         if self._out_bytes >= self.buffer_size:
             self.flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self.flush)
+        else:
+            self.flush_soon()
 
     def on_window_opened(self) -> None:
         if self.channel is not None:
@@ -134,8 +134,9 @@ class ClientV2:
 
     # --- output -----------------------------------------------------------------
 
-    # Responses are only buffered: the connection flushes once it has handled
-    # everything one read of the socket brought (see V2Protocol.data_received).
+    # Responses are only buffered: the connection flushes at the end of the
+    # loop's turn, once it has handled everything one read of the socket
+    # brought (V2Protocol._run, writes.py).
 
     def send_response(self, data: bytes) -> None:
         self.replies += 1
@@ -148,6 +149,13 @@ class ClientV2:
     def send_error(self, error: ProtocolError) -> None:
         self.replies += 1
         self._out.append(encode_error(error))
+
+    def flush_soon(self) -> None:
+        """Flush once this turn of the event loop has handled its input, in
+        one run with every other connection's (writes.py)."""
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.writes.later(self)
 
     def flush(self) -> None:
         self._flush_scheduled = False

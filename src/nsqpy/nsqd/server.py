@@ -32,6 +32,7 @@ from .bounds import QueueFull
 from .dead_letter import settle_interrupted
 from .storage import lock_data_path, open_disk_queue
 from .topic import Topic, TopicExiting
+from .writes import Writes
 
 
 NSQ_ACCEPT = {"Accept": "application/vnd.nsq; version=1.0"}
@@ -104,6 +105,7 @@ class NSQD:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.busy_poll = BusyPoll(self.loop, self.options.busy_poll)
+        self.writes = Writes(self.loop, self.busy_poll)
         self.log.info("ID: %d", self.options.node_id)
         self._lock_data_path()
         sockets: list = []

@@ -128,7 +128,7 @@ class V2Protocol(asyncio.Protocol):
         commands = self.reader.feed(data)
         if commands:
             self._run(client, commands)
-        self.nsqd.busy_poll.input_arrived()
+        self.nsqd.busy_poll.restart()
 
     def eof_received(self) -> bool:
         """A client that hangs up inside a body hears what nsqd says then."""
@@ -176,12 +176,19 @@ class V2Protocol(asyncio.Protocol):
             except ProtocolError as error:
                 if self._failed(client, error):
                     return
-        if client.replies != replies:
+        answered = client.replies - replies
+        if answered:
             # a reply confirms every answer before it (CLOSE_WAIT after FINs, the error
             # of a FIN nobody holds): by then they are written where kill -9 cannot reach
             self.nsqd.flush_dirty()
-        client.flush()
-        if client.replies != replies and client.write_paused:
+        if answered > 1:
+            # a client pipelining commands: its answers now, so that a peer that reads
+            # none stops this connection's reading below (the loop reads a socket many
+            # times in one turn, and the turn's writes come after)
+            client.flush()
+        else:
+            client.flush_soon()
+        if answered and client.write_paused:
             self._block("replies")
         else:
             self.deadline.set(self._command_time())

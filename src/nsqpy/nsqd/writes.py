@@ -1,0 +1,38 @@
+"""What connections have to say, written once per turn of the event loop.
+
+A command's reply or a burst of messages waits in its connection's buffer
+(``ClientV2.flush_soon``) until the loop has handled the input of its turn;
+then every connection with something to say is written in one run. With
+many connections readable at once (a worker pool at RDY 1, hundreds of
+publishers with one PUB in flight each) the peers woken by the first
+writes are still awake for the next: on loopback, waking a sleeping
+thread is most of what a small write costs (200 publishers on 2 cores:
+nsqd's CPU per PUB 29-35 µs -> 17-20 µs, PUBs/s 1.6-1.9x).
+
+The busy poll's window (busypoll.py) starts again after the run: a client
+with one command in flight sends its next once it has read its answer, so
+that is when nsqd should stay awake for it.
+"""
+
+from typing import Any
+
+
+class Writes:
+    __slots__ = ("loop", "busy_poll", "waiting")
+
+    def __init__(self, loop, busy_poll: Any):
+        self.loop = loop
+        self.busy_poll = busy_poll
+        self.waiting: list[Any] = []  # ClientV2s, each once, in the order they asked
+
+    def later(self, client: Any) -> None:
+        """``client.flush()`` at the end of this turn (the client asks once)."""
+        if not self.waiting:
+            self.loop.call_soon(self.run)
+        self.waiting.append(client)
+
+    def run(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for client in waiting:
+            client.flush()
+        self.busy_poll.restart()
