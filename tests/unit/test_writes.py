@@ -17,6 +17,11 @@ class Connection:
         self.flushed.append(self.name)
 
 
+class Broken(Connection):
+    def flush(self) -> None:
+        raise RuntimeError("a bug in one connection's flush")
+
+
 def test_connections_are_written_after_the_turn_in_the_order_they_asked_and_the_window_starts_then():
     async def main():
         loop = asyncio.get_running_loop()
@@ -37,3 +42,21 @@ def test_connections_are_written_after_the_turn_in_the_order_they_asked_and_the_
     assert after == ["a", "b", "c"]
     assert polling
     assert flushed == ["a", "b", "c", "d"]  # a later turn has a run of its own
+
+
+def test_a_flush_that_raises_is_reported_and_the_connections_after_it_are_still_written():
+    async def main():
+        loop = asyncio.get_running_loop()
+        reported = []
+        loop.set_exception_handler(lambda _, context: reported.append(context["exception"]))
+        writes = Writes(loop, BusyPoll(loop, 0.0))
+        flushed: list[str] = []
+        for connection in (Connection("a", flushed), Broken("b", flushed), Connection("c", flushed)):
+            writes.later(connection)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return flushed, reported
+
+    flushed, reported = asyncio.run(asyncio.wait_for(main(), 10))
+    assert flushed == ["a", "c"]
+    assert [str(error) for error in reported] == ["a bug in one connection's flush"]

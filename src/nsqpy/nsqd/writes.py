@@ -33,6 +33,13 @@ class Writes:
 
     def run(self) -> None:
         waiting, self.waiting = self.waiting, []
-        for client in waiting:
-            client.flush()
+        for index, client in enumerate(waiting):
+            try:
+                client.flush()
+            except BaseException:
+                # the loop's handler reports it, as for any callback; the
+                # connections after this one are still written, in a run of their own
+                for rest in waiting[index + 1:]:
+                    self.later(rest)
+                raise
         self.busy_poll.restart()
