@@ -2,6 +2,7 @@
 its code and its fatal (connection closed) or non-fatal behaviour."""
 
 import json
+import socket
 import struct
 
 import pytest
@@ -291,3 +292,14 @@ def test_connection_close_mid_command_is_harmless(shared_nsqd, topic):
         c.send(b"PUB " + topic.encode() + b"\n" + struct.pack(">i", 100) + b"partial")
     with conn(shared_nsqd) as c:
         c.publish(topic, b"fine")
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_a_client_that_stops_sending_still_hears_every_answer(shared_nsqd, topic, count):
+    """Answers wait for the end of the event loop's turn: a client that shuts
+    its sending side right after its commands must still get all of them."""
+    with conn(shared_nsqd) as c:
+        c.send(b"".join(cmd.pub(topic, b"m%d" % i) for i in range(count)))
+        c.sock.shutdown(socket.SHUT_WR)
+        assert [c.response(timeout=10) for _ in range(count)] == [b"OK"] * count
+        c.expect_closed(timeout=10)

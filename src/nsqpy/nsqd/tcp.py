@@ -131,11 +131,15 @@ class V2Protocol(asyncio.Protocol):
         self.nsqd.busy_poll.restart()
 
     def eof_received(self) -> bool:
-        """A client that hangs up inside a body hears what nsqd says then."""
-        if self.client is not None and not self.client.closed:
+        """A client that stops sending hears the answers to what it sent
+        (they may be waiting for the turn's writes), and one that hangs up
+        inside a body hears what nsqd says then."""
+        client = self.client
+        if client is not None and not client.closed:
             error = self.reader.truncation_error()
             if error is not None:
-                self._failed(self.client, error)
+                self._failed(client, error)
+            client.flush()
         return False
 
     def _run(self, client: ClientV2, commands) -> None:
