@@ -333,3 +333,24 @@ def test_touch_cannot_extend_past_max_msg_timeout(start_nsqd, topic):
                 pass
         assert redelivered is not None and redelivered.attempts == 2
         assert 3.0 <= time.monotonic() - delivered < 15
+
+
+def test_a_worker_pool_at_rdy_1_gets_one_message_each_whatever_the_arrival(shared_nsqd, topic):
+    """A dispatch looks at no more ready clients than it has messages: one
+    message at a time must still reach every worker, and a burst of them
+    must reach as many workers as it has messages."""
+    workers = [conn(shared_nsqd) for _ in range(6)]
+    try:
+        for worker in workers:
+            worker.subscribe(topic, "pool", rdy=1)
+        wait_until(lambda: (channel_stats(shared_nsqd, topic, "pool") or {}).get("client_count") == 6, timeout=10)
+        with conn(shared_nsqd) as producer:
+            for i in range(3):  # one at a time
+                producer.publish(topic, b"single %d" % i)
+            producer.send(cmd.mpub(topic, [b"burst %d" % i for i in range(3)]))
+            producer.expect_ok()
+        bodies = sorted(worker.message(timeout=10).body for worker in workers)
+        assert bodies == sorted([b"single %d" % i for i in range(3)] + [b"burst %d" % i for i in range(3)])
+    finally:
+        for worker in workers:
+            worker.close()

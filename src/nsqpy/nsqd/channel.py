@@ -246,11 +246,20 @@ class Channel:
             return
         clients = self.clients
         count = len(clients)
+        start = 0
         if count > 1:
             # start with a different client each time so none is always first
-            self._rotation = (self._rotation + 1) % count
-            clients = clients[self._rotation:] + clients[: self._rotation]
-        ready = [c for c in clients if c.window() > 0]
+            start = self._rotation = (self._rotation + 1) % count
+        # the ready clients in that order, no more of them than there are messages:
+        # each takes one at least, so a worker pool of thousands at RDY 1 is not
+        # scanned whole for every message
+        ready: list = []
+        for index in range(count):
+            client = clients[(start + index) % count]
+            if client.window() > 0:
+                ready.append(client)
+                if len(ready) >= pending:
+                    break
         in_flight, now = self.in_flight, self.clock()
         max_attempts = self.max_attempts
         ttl_ns = self.ttl_ns
