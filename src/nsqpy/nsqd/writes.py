@@ -6,8 +6,9 @@ then every connection with something to say is written in one run. With
 many connections readable at once (a worker pool at RDY 1, hundreds of
 publishers with one PUB in flight each) the peers woken by the first
 writes are still awake for the next: on loopback, waking a sleeping
-thread is most of what a small write costs (200 publishers on 2 cores:
-nsqd's CPU per PUB 29-35 µs -> 17-20 µs, PUBs/s 1.6-1.9x).
+thread is most of what a small write costs (200 publishers on 2 cores,
+with the PUB path's trims made beside it: 26-29k -> 37-50k PUBs/s,
+nsqd's CPU per PUB 34-38 -> 20-27 µs).
 
 The busy poll's window (busypoll.py) starts again after the run: a client
 with one command in flight sends its next once it has read its answer, so
