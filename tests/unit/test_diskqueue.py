@@ -579,6 +579,42 @@ def test_what_was_not_flushed_comes_back_after_a_crash(tmp_path):
     assert drain(again) == [b"bb", b"cc"]
 
 
+def test_acknowledgements_whose_gap_closed_before_the_flush_cost_no_journal_entry(tmp_path):
+    """A FIN behind an outstanding record needs an entry only while the gap
+    stays open: one closed by the flush is passed by the read position, and
+    so is the mark of a record acknowledged since."""
+    q = make(tmp_path, sync_every=1000)
+    for r in (b"aa", b"bb", b"cc", b"dd", b"ee"):
+        q.put(r)
+    q.sync()
+    taken = [q.get_with_token() for _ in range(5)]
+    q.set_marks([(token, 1) for _, token in taken])
+    for i in (1, 2, 3, 0):  # three behind aa, then aa: all in order by the flush
+        q.ack(taken[i][1])
+    q.flush()
+    journal = (tmp_path / "q.diskqueue.journal.dat").read_bytes()
+    assert len(journal) == 2 * 16  # ee's mark, and the read position (ee)
+    again = make(tmp_path)  # kill -9
+    first = again.get_with_token()
+    assert first[0] == b"ee" and again.mark_of(first[1]) == 1
+
+
+def test_acknowledgements_since_the_last_flush_outlive_a_crash_inside_a_sync(tmp_path, kill_at_meta):
+    """Acknowledged out of order, then in order once the gap closed, then a
+    sync cut short before the meta file moved: the journal entry that no
+    longer names them names the read position instead."""
+    q = make(tmp_path, sync_every=1000)
+    for r in (b"aa", b"bb", b"cc", b"dd"):
+        q.put(r)
+    q.sync()
+    taken = [q.get_with_token() for _ in range(3)]
+    for i in (1, 2, 0):
+        q.ack(taken[i][1])
+    with kill_at_meta():
+        q.sync()
+    assert drain(make(tmp_path)) == [b"dd"]
+
+
 def test_a_queue_says_once_when_it_has_something_to_flush(tmp_path):
     q = make(tmp_path, sync_every=1000)
     dirty = []

@@ -120,6 +120,11 @@ class Journal:
         self._pending.append(ENTRY.pack(number, position, state))
         self.entries += 1
 
+    def extend(self, entries: list[bytes]) -> None:
+        """Entries packed already (``ENTRY``), written at the next ``flush``."""
+        self._pending.extend(entries)
+        self.entries += len(entries)
+
     def write_move(self, record: Start, copy: Start, copy_checksum: int, fsync: bool) -> None:
         """A move pair, in the file at once, so that it is there before the
         copy (``fsync``: on disk too, so a power loss cannot keep the copy

@@ -49,7 +49,7 @@ from collections import deque
 from typing import BinaryIO, Callable, Final, NoReturn
 
 from ..atomicfile import write_atomically
-from .journal import ACKED, READ_TO, Journal, checksum
+from .journal import ACKED, ENTRY, READ_TO, Journal, checksum
 
 _LENGTH: Final = struct.Struct(">i")
 RECORD_HEADER_SIZE: Final = _LENGTH.size  # the int32 length before every record
@@ -108,6 +108,10 @@ class DiskQueue:
         self._marks: dict[int, tuple[int, int, int]] = {}
         # marks set before the last restart on records not read again yet
         self._marks_before: dict[tuple[int, int], int] = {}
+        # outstanding records acknowledged out of order or marked since the
+        # journal was last written, by sequence: their entries are made at
+        # the next flush or sync, from what is still true of them then
+        self._unjournaled: list[int] = []
         self._journal = Journal(os.path.join(data_path, f"{name}.diskqueue.journal.dat"))
         # a record being copied elsewhere before its ack (begin_move); after a
         # restart, one whose copy may or may not have been made (settle_move)
@@ -252,11 +256,11 @@ class DiskQueue:
         """Attach a number to each outstanding record (nsqd: its attempts),
         durable at the next sync, counted as one operation towards it;
         after a crash ``mark_of`` gives it back when the record is read again."""
-        journal = self._journal
+        unjournaled = self._unjournaled
         for (generation, sequence, number, position), mark in marks:
             if generation == self._generation:
                 self._marks[sequence] = (number, position, mark)
-                journal.append(number, position, mark)
+                unjournaled.append(sequence)
         self._count_op_quietly()
 
     def mark_of(self, token: Token) -> int:
@@ -282,7 +286,7 @@ class DiskQueue:
                 del acked[outstanding.popleft()[0]]
         else:
             self._acked[sequence] = (number, position)
-            self._journal.append(number, position, ACKED)
+            self._unjournaled.append(sequence)
         self._count_op_quietly()
 
     def begin_move(self, token: Token) -> None:
@@ -437,11 +441,44 @@ class DiskQueue:
         self._dirty = False
         if self._closed:
             return
+        self._journal_changes()
+        self._journal_read_to()
+        self._journal.flush(fsync=False)
+
+    def _journal_changes(self) -> bool:
+        """The journal's entries for what changed since it was last written:
+        each acknowledgement still behind an outstanding record, and the
+        last mark of each record still outstanding. A record acknowledged
+        since, in order or by its gap closing, costs no entry: the read
+        position passes it (under a steady stream of deliveries and FINs,
+        most of them). Returns whether one was left out for that reason."""
+        unjournaled = self._unjournaled
+        if not unjournaled:
+            return False
+        acked, marks = self._acked, self._marks
+        entries: list[bytes] = []
+        passed = False
+        for sequence in dict.fromkeys(unjournaled):
+            start = acked.get(sequence)
+            if start is not None:
+                entries.append(ENTRY.pack(start[0], start[1], ACKED))
+                continue
+            marked = marks.get(sequence)
+            if marked is not None:
+                entries.append(ENTRY.pack(marked[0], marked[1], marked[2]))
+            else:
+                passed = True
+        unjournaled.clear()
+        self._journal.extend(entries)
+        return passed
+
+    def _journal_read_to(self) -> None:
+        """A ``READ_TO`` entry, if the durable read position moved since the
+        journal or the meta file last said it."""
         position = self._durable_position()[:2]
         if position != self._flushed_position:
             self._journal.append(position[0], position[1], READ_TO)
             self._flushed_position = position
-        self._journal.flush(fsync=False)
 
     def sync(self) -> None:
         """Make durable what changed since the last sync, and only that: the
@@ -456,6 +493,10 @@ class DiskQueue:
         fully read segments go."""
         self._sync_writer()
         journal = self._journal
+        if self._journal_changes():
+            # acknowledgements that needed an entry when made and need none now:
+            # the position that covers them goes first, before the meta file has it
+            self._journal_read_to()
         journal.flush()
         self._write_metadata()
         self._flushed_position = self._durable_position()[:2]
@@ -482,6 +523,7 @@ class DiskQueue:
         self._acked_before.clear()
         self._marks.clear()
         self._marks_before.clear()
+        self._unjournaled.clear()
         self._journal.remove()
         self.moving = None
         self._generation += 1
