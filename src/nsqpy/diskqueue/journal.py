@@ -26,8 +26,9 @@ exactly one of the two records, for the price of one sync.
 
 Why a file of its own and not lines in the meta file: the meta file is
 rewritten whole at every sync, so a list there costs each sync as much as
-the list is long. Here each acknowledgement or mark costs one entry appended
-at the next sync, and the meta file keeps go-diskqueue's three lines (Go's
+the list is long. Here each acknowledgement or mark costs at most one entry,
+appended at the next flush or sync (none once the read position has passed
+its record), and the meta file keeps go-diskqueue's three lines (Go's
 nsqd never reads this file: it reads those records again, at least once).
 
 The file only grows until the queue compacts it: once it holds more than
