@@ -276,6 +276,81 @@ def test_marks_come_back_with_their_records_after_a_crash(tmp_path):
     third.close()
 
 
+def test_first_deliveries_cost_one_journal_entry_and_come_back_marked_after_a_crash(tmp_path):
+    q = make(tmp_path, sync_every=1000)
+    records = [b"r%d" % n for n in range(6)]
+    for r in records:
+        q.put(r)
+    q.sync()
+    taken = [q.get_with_token() for _ in range(6)]
+    q.set_marks([(token, 1) for _, token in taken[:2]])
+    q.set_marks([(token, 1) for _, token in taken[2:4]])  # r4 and r5 read, not handed out
+    assert [q.mark_of(token) for _, token in taken] == [1, 1, 1, 1, 0, 0]
+    q.flush()
+    assert (tmp_path / "q.diskqueue.journal.dat").stat().st_size == 16  # one position for the four
+    again = make(tmp_path, sync_every=1000)  # kill -9
+    taken = [again.get_with_token() for _ in range(6)]
+    assert [data for data, _ in taken] == records
+    assert [again.mark_of(token) for _, token in taken] == [1, 1, 1, 1, 0, 0]
+
+
+def test_marks_after_a_restart_build_on_the_first_deliveries_before_it(tmp_path):
+    """Handed out before a crash, handed out again after it: a mark of its
+    own (2); the records after them are first deliveries again."""
+    q = make(tmp_path, sync_every=1000)
+    for r in (b"aa", b"bb", b"cc", b"dd"):
+        q.put(r)
+    q.sync()
+    taken = [q.get_with_token() for _ in range(2)]
+    q.set_marks([(token, 1) for _, token in taken])
+    q.flush()
+    again = make(tmp_path, sync_every=1000)
+    taken = [again.get_with_token() for _ in range(3)]
+    marks = [again.mark_of(token) for _, token in taken]
+    assert marks == [1, 1, 0]
+    again.set_marks([(token, mark + 1) for (_, token), mark in zip(taken, marks)])
+    again.ack(taken[1][1])
+    again.flush()
+    third = make(tmp_path, sync_every=1000)
+    taken = [third.get_with_token() for _ in range(3)]
+    assert [data for data, _ in taken] == [b"aa", b"cc", b"dd"]
+    assert [third.mark_of(token) for _, token in taken] == [2, 1, 0]
+
+
+def test_a_compaction_keeps_how_far_first_deliveries_reached(tmp_path, monkeypatch):
+    monkeypatch.setattr("nsqpy.diskqueue.journal.COMPACT_SLACK", 0)
+    q = make(tmp_path, max_bytes_per_file=1 << 20, sync_every=1000)
+    for n in range(10):
+        q.put(b"r%d" % n)
+    taken = [q.get_with_token() for _ in range(10)]
+    q.set_marks([(token, 1) for _, token in taken[:8]])
+    for i in range(1, 8):  # behind r0, each with an entry of its own
+        q.ack(taken[i][1])
+    q.sync()
+    q.set_marks([(taken[0][1], 2)])  # then entries go stale: the next sync compacts
+    q.ack(taken[7][1])
+    q.sync()
+    again = make(tmp_path, max_bytes_per_file=1 << 20)
+    taken = [again.get_with_token() for _ in range(3)]
+    assert [data for data, _ in taken] == [b"r0", b"r8", b"r9"]
+    assert [again.mark_of(token) for _, token in taken] == [2, 0, 0]
+
+
+def test_first_deliveries_past_the_end_after_a_power_loss_mark_nothing_written_later(tmp_path):
+    q = big(tmp_path)
+    q.sync()
+    for n in range(5):
+        q.put(b"old %d" % n)  # not fsynced (sync_every=1000)
+    q.set_marks([(q.get_with_token()[1], 1) for _ in range(5)])
+    q.flush()  # DELIVERED_TO written, no fsync
+    os.truncate(q.file_name(0), 0)  # power loss: the segment's unsynced pages are lost
+    q2 = big(tmp_path)
+    for n in range(10):
+        q2.put(b"new %d" % n)
+    taken = [q2.get_with_token() for _ in range(10)]
+    assert [q2.mark_of(token) for _, token in taken] == [0] * 10
+
+
 def test_a_torn_journal_entry_is_cut_off(tmp_path):
     q, taken = three_taken(tmp_path)
     q.ack(taken[1][1])
@@ -429,7 +504,7 @@ def test_a_failed_compaction_keeps_what_it_had_to_write(tmp_path, monkeypatch):
     for r in (b"aa", b"bb", b"cc", b"dd"):
         q.put(r)
     taken = [q.get_with_token() for _ in range(4)]
-    q.set_marks([(taken[0][1], 1), (taken[1][1], 1)])
+    q.set_marks([(taken[0][1], 2), (taken[1][1], 2)])  # redeliveries: an entry each
     q.sync()
     for i in (0, 1, 3):  # aa and bb in order (their marks go stale), dd behind cc
         q.ack(taken[i][1])
@@ -593,7 +668,7 @@ def test_acknowledgements_whose_gap_closed_before_the_flush_cost_no_journal_entr
         q.ack(taken[i][1])
     q.flush()
     journal = (tmp_path / "q.diskqueue.journal.dat").read_bytes()
-    assert len(journal) == 2 * 16  # ee's mark, and the read position (ee)
+    assert len(journal) == 2 * 16  # how far first deliveries reached (ee), and the read position (ee)
     again = make(tmp_path)  # kill -9
     first = again.get_with_token()
     assert first[0] == b"ee" and again.mark_of(first[1]) == 1

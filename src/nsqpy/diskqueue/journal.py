@@ -14,6 +14,14 @@ its owner asks (``DiskQueue.flush``: nsqd, once per loop turn), without an
 fsync: a crash of the process then loses no acknowledgement it made, while
 a power loss is covered from the next sync on, as before.
 
+State ``DELIVERED_TO`` (-4) names the furthest record handed out for the
+first time (nsqd: delivered with attempts 1). Records are handed out in
+the order they are read, so every record from the read position up to
+and including it was handed out at least once: after a crash, one there
+with no entry of its own comes back with mark 1, as if it had its own.
+So the first delivery of a record, the commonest mark by far, costs no
+entry; later ones (a redelivery from disk) have their own.
+
 A pair of entries says a record is being written again at the tail (nsqd:
 a requeue while memory is full): ``[file][position][MOVED]`` for the
 record, then ``[file][position][checksum]`` for where its copy starts and
@@ -52,6 +60,8 @@ ENTRY: Final = struct.Struct(">iqi")
 ACKED: Final = -1
 MOVED: Final = -2
 READ_TO: Final = -3
+DELIVERED_TO: Final = -4
+FIRST_DELIVERY: Final = 1  # the mark ``DELIVERED_TO`` stands for
 COMPACT_SLACK: Final = 65536  # entries (1 MiB) appended before a compaction is considered
 
 Start = tuple[int, int]  # where a record begins: (file number, position)
@@ -64,6 +74,7 @@ class Loaded:
     states: dict[Start, int]  # each record's last state
     moves: list[Move]
     read_to: Start | None  # the furthest READ_TO
+    delivered_to: Start | None  # the furthest DELIVERED_TO
 
 
 def checksum(data: bytes) -> int:
@@ -85,7 +96,7 @@ class Journal:
         ``READ_TO``; a torn last entry (or pair) is cut off. A queue without
         a journal opens nothing (a topic can be created while the process
         is out of descriptors)."""
-        loaded = Loaded({}, [], None)
+        loaded = Loaded({}, [], None, None)
         if not os.path.exists(self.path):
             return loaded
         try:
@@ -110,6 +121,9 @@ class Journal:
             if state == READ_TO:
                 if loaded.read_to is None or (number, position) > loaded.read_to:
                     loaded.read_to = (number, position)
+            elif state == DELIVERED_TO:
+                if loaded.delivered_to is None or (number, position) > loaded.delivered_to:
+                    loaded.delivered_to = (number, position)
             else:
                 loaded.states[(number, position)] = state
             index += 1
@@ -174,17 +188,21 @@ class Journal:
             os.truncate(self.path, end)
             raise
 
-    def rewrite(self, live: dict[tuple[int, int], int]) -> None:
-        """Replace the file with ``live`` entries only (none: remove it)."""
+    def rewrite(self, live: dict[tuple[int, int], int], delivered_to: Start | None = None) -> None:
+        """Replace the file with ``live`` entries only, and ``delivered_to``
+        (none of either: remove it)."""
         self._close_file()
-        if not live:
+        entries = [ENTRY.pack(n, p, s) for (n, p), s in live.items()]
+        if delivered_to is not None:
+            entries.append(ENTRY.pack(*delivered_to, DELIVERED_TO))
+        if not entries:
             self.remove()
             return
         # what is pending is part of ``live``; dropped only once the new file is in place
-        write_atomically(self.path, b"".join(ENTRY.pack(n, p, s) for (n, p), s in live.items()))
+        write_atomically(self.path, b"".join(entries))
         self._pending.clear()
         self._unsynced = False
-        self.entries = len(live)
+        self.entries = len(entries)
 
     def remove(self) -> None:
         """No entries, pending or written."""

@@ -27,7 +27,9 @@ restart: a crash brings back only what was not acknowledged, so a message
 finished, requeued elsewhere or dead-lettered is not handled a second time,
 however many are acknowledged behind one held record. The owner can also
 mark a record it handed out with a number that survives a crash
-(``set_marks``, ``mark_of``: nsqd keeps a message's attempts there). Go's
+(``set_marks``, ``mark_of``: nsqd keeps a message's attempts there); a
+record's first delivery (mark 1) is kept as how far first deliveries
+reached, one position for them all. Go's
 nsqd reads the meta file only (its depth still counts the acknowledged
 records), so it reads those records again: at least once, as NSQ always was.
 
@@ -49,7 +51,7 @@ from collections import deque
 from typing import BinaryIO, Callable, Final, NoReturn
 
 from ..atomicfile import write_atomically
-from .journal import ACKED, ENTRY, READ_TO, Journal, checksum
+from .journal import ACKED, DELIVERED_TO, ENTRY, FIRST_DELIVERY, READ_TO, Journal, checksum
 
 _LENGTH: Final = struct.Struct(">i")
 RECORD_HEADER_SIZE: Final = _LENGTH.size  # the int32 length before every record
@@ -112,6 +114,12 @@ class DiskQueue:
         # journal was last written, by sequence: their entries are made at
         # the next flush or sync, from what is still true of them then
         self._unjournaled: list[int] = []
+        # the furthest record marked FIRST_DELIVERY (records are marked in the
+        # order they are read), and the last such position the journal holds
+        self._delivered_to: tuple[int, int] | None = None
+        self._journaled_delivered_to: tuple[int, int] | None = None
+        # the journal's DELIVERED_TO at the last restart, until read past
+        self._delivered_before: tuple[int, int] | None = None
         self._journal = Journal(os.path.join(data_path, f"{name}.diskqueue.journal.dat"))
         # a record being copied elsewhere before its ack (begin_move); after a
         # restart, one whose copy may or may not have been made (settle_move)
@@ -248,6 +256,12 @@ class DiskQueue:
             mark = self._marks_before.pop(start, None)
             if mark is not None:
                 self._marks[sequence] = (number, position, mark)
+        delivered_before = self._delivered_before
+        if delivered_before is not None:
+            if start > delivered_before:
+                self._delivered_before = None
+            elif sequence not in self._marks:  # handed out before the restart, no mark of its own
+                self._marks[sequence] = (number, position, FIRST_DELIVERY)
         # no sync: the durable position and depth are what they were (the
         # record is outstanding now)
         return data, (self._generation, sequence, number, position)
@@ -255,18 +269,31 @@ class DiskQueue:
     def set_marks(self, marks: list[tuple[Token, int]]) -> None:
         """Attach a number to each outstanding record (nsqd: its attempts),
         durable at the next sync, counted as one operation towards it;
-        after a crash ``mark_of`` gives it back when the record is read again."""
+        after a crash ``mark_of`` gives it back when the record is read again.
+        A ``FIRST_DELIVERY`` past those before only moves how far first
+        deliveries reached: the caller marks records in the order it read them."""
         unjournaled = self._unjournaled
+        delivered_to = self._delivered_to
         for (generation, sequence, number, position), mark in marks:
             if generation == self._generation:
+                if mark == FIRST_DELIVERY and (delivered_to is None or (number, position) > delivered_to):
+                    delivered_to = (number, position)
+                    continue
                 self._marks[sequence] = (number, position, mark)
                 unjournaled.append(sequence)
+        self._delivered_to = delivered_to
         self._count_op_quietly()
 
     def mark_of(self, token: Token) -> int:
         """The last mark set on the record behind ``token``, before or since a restart (0: none)."""
-        marked = self._marks.get(token[1])
-        return marked[2] if marked is not None and token[0] == self._generation else 0
+        generation, sequence, number, position = token
+        if generation != self._generation:
+            return 0
+        marked = self._marks.get(sequence)
+        if marked is not None:
+            return marked[2]
+        delivered_to = self._delivered_to
+        return FIRST_DELIVERY if delivered_to is not None and (number, position) <= delivered_to else 0
 
     def ack(self, token: Token) -> None:
         """The record behind ``token`` is delivered or safely elsewhere."""
@@ -452,6 +479,10 @@ class DiskQueue:
         since, in order or by its gap closing, costs no entry: the read
         position passes it (under a steady stream of deliveries and FINs,
         most of them). Returns whether one was left out for that reason."""
+        delivered_to = self._delivered_to
+        if delivered_to is not None and delivered_to != self._journaled_delivered_to:
+            self._journal.append(delivered_to[0], delivered_to[1], DELIVERED_TO)
+            self._journaled_delivered_to = delivered_to
         unjournaled = self._unjournaled
         if not unjournaled:
             return False
@@ -504,7 +535,7 @@ class DiskQueue:
         self._unsynced_ops = 0
         self.unsynced_writes = 0
         if journal.should_compact(self._live_count()):
-            journal.rewrite(self._live_journal())
+            self._compact_journal()
         self._release_files()
 
     def empty(self) -> None:
@@ -524,6 +555,7 @@ class DiskQueue:
         self._marks.clear()
         self._marks_before.clear()
         self._unjournaled.clear()
+        self._delivered_to = self._journaled_delivered_to = self._delivered_before = None
         self._journal.remove()
         self.moving = None
         self._generation += 1
@@ -768,6 +800,10 @@ class DiskQueue:
         if misfits or len(acked) > self.depth - skipped:
             self._drop_misfit_journal(len(acked))
             return
+        delivered_to = loaded.delivered_to
+        if delivered_to is not None and (delivered_to < read_from or delivered_to >= write_to
+                                         or self._records_between(read_from, delivered_to) is None):
+            delivered_to = None  # read past since, or not where a record of this queue starts
         # the journal fits: the read position it reached, then what it says of the records after it
         self.read_file_num, self.read_pos = read_from
         self.depth -= skipped
@@ -775,6 +811,7 @@ class DiskQueue:
             self.moving = None  # acknowledged, in order or not: the move is over
         self._marks_before = marks
         self._acked_before = acked
+        self._delivered_to = self._journaled_delivered_to = self._delivered_before = delivered_to
         self.depth -= len(acked)
         if listed:  # into the journal, so the meta line can go
             for number, position in listed:
@@ -783,7 +820,7 @@ class DiskQueue:
             # the meta file takes the position over, then the journal is rewritten without
             # it: an old READ_TO left in the file could name records written later
             self._write_metadata()
-            self._journal.rewrite(self._live_journal())
+            self._compact_journal()
 
     def _drop_misfit_journal(self, acknowledgements: int) -> None:
         self.log.error("diskqueue(%s): ignoring a journal that does not fit the queue (%d acknowledged "
@@ -847,6 +884,16 @@ class DiskQueue:
 
     def _live_count(self) -> int:
         return len(self._acked) + len(self._acked_before) + len(self._marks) + len(self._marks_before)
+
+    def _compact_journal(self) -> None:
+        """The journal rewritten with what still says something: the live
+        entries, and how far first deliveries reached if records there are
+        still outstanding or unread."""
+        delivered_to = self._delivered_to
+        if delivered_to is not None and delivered_to < self._durable_position()[:2]:
+            delivered_to = self._delivered_to = None
+        self._journal.rewrite(self._live_journal(), delivered_to)
+        self._journaled_delivered_to = delivered_to
 
     def _live_journal(self) -> dict[tuple[int, int], int]:
         """The journal entries that still say something: acknowledged records
