@@ -118,8 +118,6 @@ class DiskQueue:
         # order they are read), and the last such position the journal holds
         self._delivered_to: tuple[int, int] | None = None
         self._journaled_delivered_to: tuple[int, int] | None = None
-        # the journal's DELIVERED_TO at the last restart, until read past
-        self._delivered_before: tuple[int, int] | None = None
         self._journal = Journal(os.path.join(data_path, f"{name}.diskqueue.journal.dat"))
         # a record being copied elsewhere before its ack (begin_move); after a
         # restart, one whose copy may or may not have been made (settle_move)
@@ -256,12 +254,6 @@ class DiskQueue:
             mark = self._marks_before.pop(start, None)
             if mark is not None:
                 self._marks[sequence] = (number, position, mark)
-        delivered_before = self._delivered_before
-        if delivered_before is not None:
-            if start > delivered_before:
-                self._delivered_before = None
-            elif sequence not in self._marks:  # handed out before the restart, no mark of its own
-                self._marks[sequence] = (number, position, FIRST_DELIVERY)
         # no sync: the durable position and depth are what they were (the
         # record is outstanding now)
         return data, (self._generation, sequence, number, position)
@@ -555,7 +547,7 @@ class DiskQueue:
         self._marks.clear()
         self._marks_before.clear()
         self._unjournaled.clear()
-        self._delivered_to = self._journaled_delivered_to = self._delivered_before = None
+        self._delivered_to = self._journaled_delivered_to = None
         self._journal.remove()
         self.moving = None
         self._generation += 1
@@ -811,7 +803,7 @@ class DiskQueue:
             self.moving = None  # acknowledged, in order or not: the move is over
         self._marks_before = marks
         self._acked_before = acked
-        self._delivered_to = self._journaled_delivered_to = self._delivered_before = delivered_to
+        self._delivered_to = self._journaled_delivered_to = delivered_to
         self.depth -= len(acked)
         if listed:  # into the journal, so the meta line can go
             for number, position in listed:
