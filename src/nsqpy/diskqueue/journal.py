@@ -93,7 +93,7 @@ class Journal:
 
     def load(self) -> "Loaded":
         """Every record's last state, the move pairs and the furthest
-        ``READ_TO``; a torn last entry (or pair) is cut off. A queue without
+        ``READ_TO`` and ``DELIVERED_TO``; a torn last entry (or pair) is cut off. A queue without
         a journal opens nothing (a topic can be created while the process
         is out of descriptors)."""
         loaded = Loaded({}, [], None, None)
