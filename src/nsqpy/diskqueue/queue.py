@@ -266,14 +266,18 @@ class DiskQueue:
         deliveries reached: the caller marks records in the order it read them."""
         unjournaled = self._unjournaled
         delivered_to = self._delivered_to
+        furthest_number, furthest_position = delivered_to if delivered_to is not None else (-1, -1)
+        moved = False
         for (generation, sequence, number, position), mark in marks:
             if generation == self._generation:
-                if mark == FIRST_DELIVERY and (delivered_to is None or (number, position) > delivered_to):
-                    delivered_to = (number, position)
+                if mark == FIRST_DELIVERY and (number > furthest_number
+                                               or (number == furthest_number and position > furthest_position)):
+                    furthest_number, furthest_position, moved = number, position, True
                     continue
                 self._marks[sequence] = (number, position, mark)
                 unjournaled.append(sequence)
-        self._delivered_to = delivered_to
+        if moved:  # compared as numbers: no tuple per message
+            self._delivered_to = (furthest_number, furthest_position)
         self._count_op_quietly()
 
     def mark_of(self, token: Token) -> int:
@@ -285,7 +289,10 @@ class DiskQueue:
         if marked is not None:
             return marked[2]
         delivered_to = self._delivered_to
-        return FIRST_DELIVERY if delivered_to is not None and (number, position) <= delivered_to else 0
+        if delivered_to is None or number > delivered_to[0] or (
+                number == delivered_to[0] and position > delivered_to[1]):
+            return 0
+        return FIRST_DELIVERY
 
     def ack(self, token: Token) -> None:
         """The record behind ``token`` is delivered or safely elsewhere."""
