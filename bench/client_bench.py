@@ -41,7 +41,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent.parent))  # the test suite's certificate maker
 from nsqpy.client import SyncProducer  # noqa: E402
 from nsqpy.localcluster import nsqd_process  # noqa: E402
-from shapes import REFERENCE, RESULT, cpu_seconds, depth  # noqa: E402  (bench/ is the script's folder, first on sys.path)
+from cpu_meter import cpu_seconds  # noqa: E402  (bench/ is the script's folder, first on sys.path)
+from shapes import REFERENCE, RESULT, depth  # noqa: E402
 from tests.support.certs import make_certs  # noqa: E402
 
 HERE = Path(__file__).parent / "clients"

@@ -34,7 +34,7 @@ import sys
 import time
 
 from nsqpy.eventloop import new_event_loop
-from shapes import cpu_seconds  # bench/ is the script's folder, first on sys.path
+from cpu_meter import cpu_seconds  # bench/ is the script's folder, first on sys.path
 
 FRAME = struct.Struct(">ii")
 FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE = 0, 1, 2

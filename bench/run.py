@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cpu_meter import cpu_seconds  # bench/ is the script's folder, first on sys.path
 from nsqpy.localcluster import nsqd_process
 
 HERE = Path(__file__).parent
@@ -24,12 +25,6 @@ def run(script: str, *args: str) -> dict:
     print(out.stdout.splitlines()[0], flush=True)
     import json
     return json.loads(out.stdout.splitlines()[-1])
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    import os
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:

@@ -39,7 +39,6 @@ rounds and ours/Go.
 
 import argparse
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -48,6 +47,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from cpu_meter import cpu_seconds  # bench/ is the script's folder, first on sys.path
 from nsqpy.localcluster import nsqd_process
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "nsq-v1.3.0" / "bin"
@@ -55,11 +55,6 @@ RESULT = re.compile(r"([\d.]+)mb/s - ([\d.]+)ops/s")
 KIB = 1024
 FANOUT_READ = 2  # seconds every channel's reader reads
 BIG_WRITE, BIG_READ = 3, 2  # seconds: more written than read, so the reader never runs dry
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mib(pid: int) -> float:

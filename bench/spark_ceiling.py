@@ -1,7 +1,7 @@
 """The nsq source against Spark's own ceiling on this machine, in one run.
 
     python bench/spark_ceiling.py [--messages 500000] [--rounds 2] [--master local[2]]
-                                  [--nodes 1,2] [--no-cli]
+                                  [--nodes 1,2] [--no-cli] [--pin-nsqd]
 
 Every row archives ``--messages`` rows of the nsq source's six columns
 (200-byte bodies) to Parquet by date and hour, and the rows take turns,
@@ -25,6 +25,17 @@ The streaming rows run the archive's own query (``write_archive``) with
 ``availableNow``; each gives msgs/s end to end (query start to its end) and
 in batches (rows over the batches' own durations). The nsq rows' backlog is
 published before their query starts and is not timed.
+
+A second table says where each row's CPU went over the timed span: Spark's
+JVM, the Python source runner (the driver-side process of a Python
+streaming source, which runs the simple reader's ``read``), the Python
+workers (the tasks: the partitioned readers), nsqd, and the CLI's own
+Python; and how many of the machine's cores the row kept busy on average.
+A row that keeps them all busy cannot go faster without spending less CPU.
+
+``--pin-nsqd`` runs nsqd on the last CPU and everything else (this process,
+Spark, the CLI) on the others, as where nsqd runs on hosts of its own; the
+master becomes ``local[<the others>]`` unless ``--master`` is given.
 """
 
 import argparse
@@ -39,6 +50,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cpu_meter import CPUMeter  # noqa: E402
 from spark_bench import BODY_SIZE, archive, fill, nsqd_nodes, run_to_end  # noqa: E402
 
 from nsqpy.spark.archive import with_date_and_hour, write_archive  # noqa: E402
@@ -47,6 +59,9 @@ from nsqpy.spark.session import build_session  # noqa: E402
 PER_PARTITION = 20_000
 TOPIC = "ceiling"
 NSQD_ADDRESS = "127.0.0.1:4150"
+PROCESS_KINDS = [("JVM", "/bin/java"), ("nsqd", "nsqpy.cli.nsqd"), ("source runner", "python_streaming_source_runner"),
+                 ("workers", "pyspark.daemon"), ("workers", "pyspark.worker"), ("CLI", "nsq_to_parquet")]
+CPU_COLUMNS = ["JVM", "source runner", "workers", "nsqd", "CLI"]
 
 
 def bare_rows(start: int, count: int):
@@ -134,16 +149,25 @@ def bare_source(total: int, per_batch: int):
     return Bare
 
 
+def with_cpu(meter: CPUMeter, run) -> dict:
+    """``run()``'s result, with the CPU seconds each kind of process spent
+    meanwhile and the seconds that took."""
+    before, started = meter.reading(), time.perf_counter()
+    result = run()
+    result["cpu"] = meter.spent(before, meter.reading())
+    result["cpu_span"] = time.perf_counter() - started
+    return result
+
+
 def run_bare(spark, shape: str, workdir: str) -> dict:
     frame = spark.readStream.format("bare").option("shape", shape).load()
     return run_to_end(lambda: write_archive(frame, os.path.join(workdir, "out"), os.path.join(workdir, "ck"),
                                              f"bare {shape}", available_now=True))
 
 
-def run_nsq(spark, nodes, reader: str, per_batch: int, messages: int, workdir: str, topic: str) -> dict:
+def fill_evenly(nodes, topic: str, messages: int) -> None:
     for i, nsqd in enumerate(nodes):
         fill(nsqd, topic, messages // len(nodes) + (i < messages % len(nodes)))
-    return archive(spark, nodes, topic, per_batch, reader, workdir)
 
 
 def run_jvm(spark, messages: int, workdir: str) -> dict:
@@ -163,7 +187,6 @@ def run_jvm(spark, messages: int, workdir: str) -> dict:
 
 
 def run_cli(nsqd, messages: int, per_batch: int, master: str, workdir: str, topic: str) -> dict:
-    fill(nsqd, topic, messages)
     command = [str(Path(sys.executable).parent / "nsq_to_parquet"), f"--topic={topic}", "--channel=archive",
                f"--nsqd-tcp-address={nsqd.tcp_address}", f"--nsqd-http-address={nsqd.http_address}",
                f"--output-dir={os.path.join(workdir, 'out')}", f"--master={master}", "--available-now",
@@ -176,6 +199,41 @@ def run_cli(nsqd, messages: int, per_batch: int, master: str, workdir: str, topi
     return {"rows": messages, "end_to_end": messages / elapsed, "steady": 0.0, "busy": elapsed}
 
 
+def benchmark_rows(spark, nodes, node_counts: list[int], meter: CPUMeter, args) -> dict:
+    """Each row's run, given its work folder: a backlog published first
+    (untimed), then the timed span with its CPU."""
+    def nsq(reader: str, count: int):
+        def run(work: str) -> dict:
+            topic = os.path.basename(work)
+            fill_evenly(nodes[:count], topic, args.messages)
+            return with_cpu(meter, lambda: archive(spark, nodes[:count], topic, args.batch, reader, work))
+        return run
+
+    def cli(work: str) -> dict:
+        topic = os.path.basename(work)
+        fill(nodes[0], topic, args.messages)
+        return with_cpu(meter, lambda: run_cli(nodes[0], args.messages, args.batch, args.master, work, topic))
+
+    rows = {"bare simple": lambda work: with_cpu(meter, lambda: run_bare(spark, "simple", work))}
+    rows.update({f"nsq driver, {count} nsqd": nsq("driver", count) for count in node_counts})
+    rows["bare partitioned"] = lambda work: with_cpu(meter, lambda: run_bare(spark, "partitioned", work))
+    rows.update({f"nsq executors, {count} nsqd": nsq("executors", count) for count in node_counts})
+    rows["JVM write"] = lambda work: with_cpu(meter, lambda: run_jvm(spark, args.messages, work))
+    if not args.no_cli:
+        rows["nsq_to_parquet CLI"] = cli
+    return rows
+
+
+def pin_apart(nodes) -> None:
+    """This process (and what it starts from now on) on every CPU but the
+    last, and each nsqd, all its threads, on the last."""
+    *others, last = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, others)
+    for nsqd in nodes:
+        for thread in os.listdir(f"/proc/{nsqd.process.pid}/task"):
+            os.sched_setaffinity(int(thread), {last})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=500_000)
@@ -183,32 +241,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (the JVM's "
                                                                "code and Spark's Python workers warm up)")
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", help="Spark master (default local[2], or local[<CPUs but one>] with --pin-nsqd)")
     parser.add_argument("--nodes", default="1", help="comma-separated nsqd counts for the nsq rows, e.g. 1,2")
     parser.add_argument("--only", default="", help="a regular expression: only the rows whose name it finds")
     parser.add_argument("--no-cli", action="store_true", help="leave out nsq_to_parquet end to end")
+    parser.add_argument("--pin-nsqd", action="store_true", help="nsqd on the last CPU, everything else on the others")
     args = parser.parse_args()
+    if args.pin_nsqd and len(os.sched_getaffinity(0)) < 2:
+        parser.error("--pin-nsqd needs two CPUs or more")
+    args.master = args.master or (f"local[{len(os.sched_getaffinity(0)) - 1}]" if args.pin_nsqd else "local[2]")
     node_counts = [int(n) for n in args.nodes.split(",")]
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as data, contextlib.ExitStack() as stack:
         nodes = stack.enter_context(nsqd_nodes(data, max(node_counts)))
+        if args.pin_nsqd:
+            pin_apart(nodes)
+        meter = stack.enter_context(CPUMeter(PROCESS_KINDS))
         spark = build_session(args.master, "nsqpy-spark-ceiling")
         stack.callback(spark.stop)
         spark.dataSource.register(bare_source(args.messages, args.batch))
-        rows = {"bare simple": lambda work: run_bare(spark, "simple", work)}
-        for count in node_counts:
-            rows[f"nsq driver, {count} nsqd"] = (
-                lambda work, n=count: run_nsq(spark, nodes[:n], "driver", args.batch, args.messages, work,
-                                              os.path.basename(work)))
-        rows["bare partitioned"] = lambda work: run_bare(spark, "partitioned", work)
-        for count in node_counts:
-            rows[f"nsq executors, {count} nsqd"] = (
-                lambda work, n=count: run_nsq(spark, nodes[:n], "executors", args.batch, args.messages, work,
-                                              os.path.basename(work)))
-        rows["JVM write"] = lambda work: run_jvm(spark, args.messages, work)
-        if not args.no_cli:
-            rows["nsq_to_parquet CLI"] = lambda work: run_cli(nodes[0], args.messages, args.batch, args.master,
-                                                              work, os.path.basename(work))
+        rows = benchmark_rows(spark, nodes, node_counts, meter, args)
         if args.only:
             rows = {key: run for key, run in rows.items() if re.search(args.only, key)}
         for round_number in range(-args.warmup, args.rounds):
@@ -249,6 +301,15 @@ def report(results: dict[str, list[dict]], args) -> None:
         spans = " / ".join(f"{cli['busy'] / batch['busy']:.2f}"
                            for cli, batch in zip(results["nsq_to_parquet CLI"], results[driver]))
         print(f"\nnsq_to_parquet from exec to exit over {driver}'s time in batches, per round: {spans}")
+    print()
+    print(f"| CPU seconds over the timed span, medians of {args.rounds} | " + " | ".join(CPU_COLUMNS)
+          + f" | all | cores busy (of {os.cpu_count()}) |")
+    print("|---|" + "---:|" * (len(CPU_COLUMNS) + 2))
+    for key, runs in results.items():
+        spent = [statistics.median(r["cpu"].get(kind, 0.0) for r in runs) for kind in CPU_COLUMNS]
+        busy = statistics.median(sum(r["cpu"].values()) / r["cpu_span"] for r in runs)
+        print(f"| {key} | " + " | ".join(f"{seconds:.2f}" for seconds in spent)
+              + f" | {statistics.median(sum(r['cpu'].values()) for r in runs):.2f} | {busy:.2f} |")
 
 
 if __name__ == "__main__":
