@@ -7,8 +7,9 @@ session or a Connect one, and the suite's is classic).
 It publishes COUNT bodies with ``write.format("nsq")``, archives channel
 ``archive`` to ``WORKDIR/out`` (the archive query, availableNow), relays
 channel ``relay`` to ``RELAY_TOPIC`` with ``writeStream.format("nsq")``,
-and prints one JSON line: what the options check said, the archived batch
-sizes and each query's error (null when none).
+and prints one JSON line: what the options check said, the session's
+checkpoint manager, the archived batch sizes and each query's error (null
+when none).
 """
 
 import json
@@ -38,7 +39,8 @@ def main(url, nsqd_tcp, nsqd_http, topic, relay_topic, workdir, reader, count) -
     spark = build_session(url, "nsqpy-connect-test")
     options = {"topic": topic, "nsqd_tcp_addresses": nsqd_tcp, "nsqd_http_addresses": nsqd_http,
                "reader": reader}
-    report = {"option_error": option_error(spark, {**options, "channel": "archive"})}
+    report = {"option_error": option_error(spark, {**options, "channel": "archive"}),
+              "checkpoint_file_manager": spark.conf.get("spark.sql.streaming.checkpointFileManagerClass", None)}
     frame = spark.createDataFrame([(body,) for body in bodies(topic, int(count))], "body binary")
     frame.write.format("nsq").option("topic", topic).option("nsqd_tcp_addresses", nsqd_tcp).mode("append").save()
 

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from nsqpy.spark.session import CHECKPOINT_FILE_MANAGER
 from tests.support.processes import GroupProcess
 from tests.support.wire import http_json
 
@@ -60,6 +61,7 @@ def test_a_connect_client_publishes_archives_and_relays_every_row_once(connect_u
         client.kill()
     report = json.loads(client.lines[-1])
     assert "option reader: 'banana' is not one of driver, executors" in report["option_error"]
+    assert report["checkpoint_file_manager"] == CHECKPOINT_FILE_MANAGER  # renames in-process, as a classic session
     assert report["archive_error"] is None and report["relay_error"] is None
     assert sum(report["archived_batches"]) == 2000
 

@@ -19,10 +19,6 @@ import os
 import subprocess
 import sys
 
-SQL_DEFAULTS = {  # runtime settings: a Connect client sets them too
-    "spark.sql.shuffle.partitions": "4",
-    "spark.sql.session.timeZone": "UTC",
-}
 # Spark's default checkpoint manager renames through Hadoop's FileContext,
 # which on a local disk runs a ``readlink`` process for each rename (Hadoop
 # without its native library): several per micro-batch, 40-70 ms of every
@@ -30,10 +26,14 @@ SQL_DEFAULTS = {  # runtime settings: a Connect client sets them too
 # (atomically on local disks and HDFS, as the other).
 CHECKPOINT_FILE_MANAGER = ("org.apache.spark.sql.execution.streaming.checkpointing."
                            "FileSystemBasedCheckpointFileManager")
+SQL_DEFAULTS = {  # runtime settings: a Connect client sets them too
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
+}
 LIGHT_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
     **SQL_DEFAULTS,
 }
 LOCAL_DEFAULTS = {
