@@ -52,8 +52,9 @@ class CPUMeter:
     def reading(self) -> dict[int, tuple[str, float]]:
         """Each process's kind and CPU seconds, read now (and the last
         reading of those that have exited)."""
-        self._sample()
-        return dict(self._last)
+        with self._lock:
+            self._scan()
+            return dict(self._last)
 
     @staticmethod
     def spent(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
@@ -65,22 +66,22 @@ class CPUMeter:
 
     def _sample_until_stopped(self) -> None:
         while not self._stop.wait(self.interval):
-            self._sample()
+            with self._lock:  # one scan at a time: a later reading never gives way to an earlier one
+                self._scan()
 
-    def _sample(self) -> None:
-        with self._lock:  # one scan at a time: a later reading never gives way to an earlier one
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit():
-                    continue
-                pid = int(entry.name)
-                try:
-                    stat = Path(f"/proc/{pid}/stat").read_text()
-                    program = (pid, stat[stat.index("(") + 1:stat.rindex(")")])
-                    kind = self._kind_of[program] if program in self._kind_of else self._classify(program)
-                    if kind is not None:
-                        self._last[pid] = (kind, _seconds_in(stat))
-                except OSError:  # exited meanwhile
-                    continue
+    def _scan(self) -> None:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                program = (pid, stat[stat.index("(") + 1:stat.rindex(")")])
+                kind = self._kind_of[program] if program in self._kind_of else self._classify(program)
+                if kind is not None:
+                    self._last[pid] = (kind, _seconds_in(stat))
+            except OSError:  # exited meanwhile
+                continue
 
     def _classify(self, program: tuple[int, str]) -> str | None:
         command = Path(f"/proc/{program[0]}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
