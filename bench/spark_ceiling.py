@@ -84,7 +84,10 @@ def bare_rows(start: int, count: int):
 
 
 def bare_source(total: int, per_batch: int):
-    """The two reference sources, as PySpark data source classes."""
+    """The two reference sources, as PySpark data source classes. The
+    partitioned one's ``pause`` option (``before`` or ``after``) makes each
+    partition wait ``pause_seconds`` before or after it yields its rows
+    (``bench/spark_yield_overlap.py``)."""
     from pyspark.sql.datasource import (DataSource, DataSourceStreamReader, InputPartition,
                                         SimpleDataSourceStreamReader)
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -113,6 +116,9 @@ def bare_source(total: int, per_batch: int):
             self.first, self.count = first, count
 
     class Partitioned(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def __init__(self, pause: str, seconds: float):
+            self.pause, self.seconds = pause, seconds
+
         def initialOffset(self):
             return {"n": 0}
 
@@ -127,7 +133,12 @@ def bare_source(total: int, per_batch: int):
                     for first in range(start["n"], end["n"], PER_PARTITION)]
 
         def read(self, partition):
-            yield bare_rows(partition.first, partition.count)
+            rows = bare_rows(partition.first, partition.count)
+            if self.pause == "before":
+                time.sleep(self.seconds)
+            yield rows
+            if self.pause == "after":
+                time.sleep(self.seconds)
 
     class Bare(DataSource):
         @classmethod
@@ -145,7 +156,7 @@ def bare_source(total: int, per_batch: int):
                 from pyspark.errors import PySparkNotImplementedError
                 raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
                                                  messageParameters={"feature": "streamReader"})
-            return Partitioned()
+            return Partitioned(self.options.get("pause", ""), float(self.options.get("pause_seconds", "0")))
 
     return Bare
 
