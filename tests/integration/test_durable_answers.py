@@ -5,7 +5,7 @@ Between syncs (any --sync-every), a FIN nsqd has handled survives kill -9 too.""
 
 import time
 
-from nsqpy.diskqueue.journal import ACKED, ENTRY
+from nsqpy.diskqueue.journal import ACKED, whole_entries
 from nsqpy.localcluster import nsqd_process
 from nsqpy.protocol import commands as cmd
 from nsqpy.protocol.errors import parse_error_frame
@@ -43,9 +43,10 @@ def confirm_answers(c: WireConn) -> list:
 
 
 def acknowledged_in(journal) -> int:
-    """How many acknowledgements out of order a disk queue's journal holds."""
+    """How many acknowledgements out of order a disk queue's journal holds
+    (read only: ``Journal.load`` would cut a torn entry nsqd is writing)."""
     data = journal.read_bytes() if journal.exists() else b""
-    return sum(state == ACKED for _, _, state in ENTRY.iter_unpack(data[:len(data) - len(data) % ENTRY.size]))
+    return sum(state == ACKED for _, _, state in whole_entries(data))
 
 
 def ping(daemon) -> bool:

@@ -77,6 +77,11 @@ class Loaded:
     delivered_to: Start | None  # the furthest DELIVERED_TO
 
 
+def whole_entries(data: bytes) -> list[tuple[int, int, int]]:
+    """The entries in a journal's bytes, a torn last one left out."""
+    return list(ENTRY.iter_unpack(memoryview(data)[:len(data) - len(data) % ENTRY.size]))
+
+
 def checksum(data: bytes) -> int:
     """What a move pair says of the copy: fits an entry's int32 state, and
     is never ``MOVED``, so a pair's halves cannot be mistaken."""
@@ -104,7 +109,7 @@ class Journal:
                 data = f.read()
         except FileNotFoundError:
             return loaded
-        entries = list(ENTRY.iter_unpack(memoryview(data)[:len(data) - len(data) % ENTRY.size]))
+        entries = whole_entries(data)
         if entries and entries[-1][2] == MOVED:
             entries.pop()  # half a pair (a checksum is never MOVED): its copy was never written
         whole = len(entries) * ENTRY.size
