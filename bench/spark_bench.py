@@ -67,6 +67,12 @@ def fill(nsqd, topic: str, count: int) -> None:
             producer.multi_publish(topic, [body] * min(1000, count - start))
 
 
+def fill_evenly(nodes, topic: str, count: int) -> None:
+    """``count`` messages waiting, shared out over ``nodes``."""
+    for i, nsqd in enumerate(nodes):
+        fill(nsqd, topic, count // len(nodes) + (i < count % len(nodes)))
+
+
 def archive(spark, nodes, topic: str, per_batch: int, reader: str, workdir: str) -> dict:
     options = {"topic": topic, "channel": "archive", "reader": reader,
                "nsqd_tcp_addresses": ",".join(nsqd.tcp_address for nsqd in nodes),
@@ -134,8 +140,7 @@ def archive_runs(spark, nodes, messages: int, readers, batch_sizes, workdir: str
     for reader in readers:
         for per_batch in batch_sizes:
             topic = f"bench_{reader}_{per_batch}"
-            for i, nsqd in enumerate(nodes):
-                fill(nsqd, topic, messages // len(nodes) + (i < messages % len(nodes)))
+            fill_evenly(nodes, topic, messages)
             result = archive(spark, nodes, topic, per_batch, reader, os.path.join(workdir, topic))
             rows.append((f"nsqd -> Parquet, availableNow, reader={reader}, batches of {per_batch:,}", result))
             print(f"{rows[-1][0]}: {result['end_to_end']:,.0f} msgs/s end to end, "

@@ -51,7 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cpu_meter import CPUMeter  # noqa: E402
-from spark_bench import BODY_SIZE, archive, fill, nsqd_nodes, run_to_end  # noqa: E402
+from spark_bench import BODY_SIZE, archive, fill, fill_evenly, nsqd_nodes, run_to_end  # noqa: E402
 
 from nsqpy.spark.archive import with_date_and_hour, write_archive  # noqa: E402
 from nsqpy.spark.backlog import channel_lag  # noqa: E402
@@ -186,11 +186,6 @@ def answered(nodes, topic: str, result: dict, timeout: float = 60.0) -> dict:
     while channel_lag(addresses, topic, "archive") != 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     return result
-
-
-def fill_evenly(nodes, topic: str, messages: int) -> None:
-    for i, nsqd in enumerate(nodes):
-        fill(nsqd, topic, messages // len(nodes) + (i < messages % len(nodes)))
 
 
 def run_jvm(spark, messages: int, workdir: str) -> dict:
