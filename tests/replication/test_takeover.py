@@ -210,3 +210,26 @@ def test_publishes_go_on_while_etcd_is_down_and_nothing_is_lost(replicated, topi
     assert all(cluster.stats(i)["replication"]["takeovers"] == 0 for i in range(3))
     assert all(cluster.stats(i)["replication"]["under_replicated_messages"] == 0 for i in range(3))
     print(report("etcd stopped and restarted", acked, reader.handled()))
+
+
+def test_two_topics_with_the_same_ids_are_both_taken_over_whole(replicated, topic):
+    """Message ids are unique per topic only (as in NSQ): the two topics
+    of one origin share them, and a takeover adopts every message of
+    each, for each of their channels."""
+    cluster = replicated()
+    cluster.wait_connected()
+    origin = cluster.nsqds[0]
+    topics = [f"{topic[:60]}_{suffix}" for suffix in "ab"]
+    for name in topics:
+        for channel in ("ch1", "ch2"):
+            cluster.create_channel(name, channel)
+    sent: set[str] = set()
+    for first in range(0, 2000, 100):
+        for name in topics:
+            sent |= mpub(origin, name, range(first, first + 100))
+    origin.kill()
+    readers = [cluster.reader(name, channel) for name in topics for channel in ("ch1", "ch2")]
+    for reader in readers:
+        reader.wait_for(sent, timeout=TAKEOVER_WINDOW)
+    time.sleep(2)  # a late hand-over would be delivered by now
+    assert [sum(reader.handled().values()) for reader in readers] == [len(sent)] * 4

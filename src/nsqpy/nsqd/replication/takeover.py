@@ -10,17 +10,18 @@ from ..topic import TopicExiting
 from .shadow import Shadow
 
 
-def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[bytes]) -> int:
+def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[tuple[str, bytes]]) -> int:
     """Every message of ``shadow`` into this nsqd's topics and channels,
     owed to the channels the origin still owed it to (or waiting in the
     topic, as it was there), deferred ones still deferred, a topic or
     channel made here for them paused as it was there, but for those
-    in ``adopted_before`` (their ids are added to it). ``replicate``
+    in ``adopted_before`` ((topic, id) pairs: ids are unique per topic
+    only, as in NSQ; the adopted ones are added to it). ``replicate``
     (topic, message, channels) gives each adopted copy to this node's own
     peers. -> how many messages were adopted."""
     adopted = 0
     for name, shadow_topic in shadow.topics.items():
-        owed = [entry for entry in shadow_topic.owed() if entry[0] not in adopted_before]
+        owed = [entry for entry in shadow_topic.owed() if (name, entry[0]) not in adopted_before]
         if not owed:
             continue
         try:
@@ -29,7 +30,7 @@ def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[bytes]) -> int:
             nsqd.log.error("REPLICATION: TOPIC(%s): %d messages of %s epoch %d could not be taken over: %s",
                            name, len(owed), shadow.origin, shadow.epoch, error or "exiting")
             continue
-        adopted_before.update(entry[0] for entry in owed)
+        adopted_before.update((name, entry[0]) for entry in owed)
         adopted += len(owed)
     return adopted
 
