@@ -2,19 +2,22 @@
 ``--replication-factor``, each on ports of its own that a restart keeps
 (a node's name is its broadcast host:port)."""
 
+import base64
 import collections
 import contextlib
 import json
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from nsqpy.localcluster import DaemonProcess, EtcdProcess, free_port, nsqlookupd_process
+from nsqpy.nsqd.replication.replicator import signing_key
 from tests.support.processes import GroupProcess
-from tests.support.wire import http_json, wait_until
+from tests.support.wire import http, http_json, wait_until
 
 PEERS = Path(__file__).parent / "peers"
 
@@ -35,11 +38,14 @@ class Replicated:
         for index in range(count) if started is None else started:
             self.start(index)
 
-    def start(self, index: int, *, empty: bool = False) -> DaemonProcess:
+    def start(self, index: int, *, empty: bool = False, new_ports: bool = False) -> DaemonProcess:
+        """``new_ports``: the node comes back under another address (a new pod IP, another port)."""
         path = self.tmp_path / f"nsqd{index}"
         if empty:
             shutil.rmtree(path, ignore_errors=True)
         path.mkdir(exist_ok=True)
+        if new_ports:
+            self.ports[index] = (free_port(), free_port())
         tcp, http = self.ports[index]
         daemon = DaemonProcess("nsqd", [
             f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}", "--https-address=127.0.0.1:0",
@@ -125,3 +131,31 @@ def replicated(tmp_path):
 
 def run(*command: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=30)
+
+
+def mpub(daemon, topic: str, numbers: range) -> set[str]:
+    assert http("POST", f"{daemon.http_url}/mpub?topic={topic}", b"\n".join(b"m%d" % n for n in numbers))[0] == 200
+    return {f"m{n}" for n in numbers}
+
+
+def held_for(cluster, index: int, origin, epoch: int | None = None) -> list[int]:
+    """How many copies node ``index`` holds of each epoch of ``origin``
+    (of ``epoch`` only, when given)."""
+    return [s["messages"] for s in cluster.stats(index)["replication"]["shadows"]
+            if s["origin"] == origin.tcp_address and epoch in (None, s["epoch"])]
+
+
+def cluster_key(cluster) -> bytes:
+    """The key members sign batches with: made by the first node, kept in etcd."""
+    kvs = etcd_call(cluster.etcd.client_url, "/v3/kv/range", {"key": b64("/nsqpy/secret")})["kvs"]
+    return signing_key(base64.b64decode(kvs[0]["value"]))
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def etcd_call(url: str, path: str, body: dict) -> dict:
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)

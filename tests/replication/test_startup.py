@@ -1,19 +1,18 @@
 """Starting a replicated nsqd: one clear line for what cannot work, and
 what it does when etcd is not there yet."""
 
-import base64
 import contextlib
 import json
 import socket
 import subprocess
 import sys
 import threading
-import urllib.request
 
 import pytest
 
 from nsqpy.localcluster import nsqd_process
 from nsqpy.protocol.replication import repl_command
+from tests.replication.conftest import b64, cluster_key, etcd_call
 from tests.support.wire import WireConn, http, http_json, wait_until
 
 pytestmark = pytest.mark.replication
@@ -45,18 +44,53 @@ def test_a_second_nsqd_with_the_same_node_id_is_refused(replicated, tmp_path):
     assert f"--node-id 1 is also the node id of replicated nsqd {first.tcp_address}" in line
 
 
-def test_without_etcd_it_starts_and_accepts_publishes_with_a_loud_line(tmp_path, topic):
-    with nsqd_process(str(tmp_path), "--replication-factor=2", "--etcd-endpoint=http://127.0.0.1:1") as nsqd:
-        nsqd.wait_for_log("REPLICATION: etcd unavailable .*accepting publishes without replicas")
-        assert http("POST", f"{nsqd.http_url}/pub?topic={topic}", b"alone")[0] == 200
-        replication = http_json("GET", f"{nsqd.http_url}/stats?format=json")[1]["replication"]
-        assert replication["etcd_ok"] is False and replication["under_replicated_messages"] == 1
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:1", "https://127.0.0.1:1"])
+def test_without_etcd_it_starts_and_refuses_publishes_it_cannot_copy(tmp_path, topic, endpoint):
+    """No copy can be made: a publish gets an error a publisher may
+    retry (HTTP 503, E_PUB_FAILED and E_MPUB_FAILED over TCP), nothing is
+    queued, and /ping says why."""
+    with nsqd_process(str(tmp_path), "--replication-factor=2", f"--etcd-endpoint={endpoint}") as nsqd:
+        nsqd.wait_for_log("REPLICATION: etcd unavailable .*refusing publishes with E_PUB_FAILED")
+        status, _, body = http("POST", f"{nsqd.http_url}/pub?topic={topic}", b"alone")
+        assert (status, json.loads(body)["message"]) == (
+            503, "PUB_FAILED replication: not a member of the cluster (etcd not reached)")
+        with WireConn(nsqd.tcp_hostport) as conn:
+            conn.send(b"PUB %s\n%s%s" % (topic.encode(), len(b"alone").to_bytes(4, "big"), b"alone"))
+            error = conn.error()
+            assert (error.code, error.description) == (
+                "E_PUB_FAILED", "PUB failed replication: not a member of the cluster (etcd not reached)")
+        status, _, body = http("GET", f"{nsqd.http_url}/ping")
+        assert (status, body) == (500, b"NOK - replication: not a member of the cluster (etcd not reached)")
+        stats = http_json("GET", f"{nsqd.http_url}/stats?format=json")[1]
+        assert stats["replication"]["etcd_ok"] is False
+        assert all(t["depth"] == 0 and t["message_count"] == 0 for t in stats["topics"])
         wait_until(lambda: "etcd unavailable" in nsqd.output.split("listening on")[-1], timeout=30)
+
+
+def test_an_operator_may_accept_publishes_with_fewer_copies(tmp_path, topic):
+    """--replication-min-copies=1: Kafka's min.insync.replicas=1, by choice;
+    each message acknowledged with fewer copies is counted once."""
+    with nsqd_process(str(tmp_path), "--replication-factor=3", "--replication-min-copies=1",
+                      "--etcd-endpoint=http://127.0.0.1:1") as nsqd:
+        nsqd.wait_for_log("REPLICATION: etcd unavailable .*accepting publishes with fewer copies")
+        assert http("POST", f"{nsqd.http_url}/mpub?topic={topic}", b"one\ntwo")[0] == 200
+        replication = http_json("GET", f"{nsqd.http_url}/stats?format=json")[1]["replication"]
+        assert replication["under_replicated_messages"] == 2
+        assert http("GET", f"{nsqd.http_url}/ping")[2] == b"OK"
+
+
+@pytest.mark.parametrize("flags, line", [
+    (("--replication-min-copies=3",), "--replication-min-copies 3 must be in [1, --replication-factor 2]"),
+    (("--etcd-endpoint=htp//127.0.0.1:2379",), "--etcd-endpoint 'htp//127.0.0.1:2379' is not an etcd client URL"),
+    (("--replication-secret-file=/nonexistent/secret",), "--replication-secret-file: cannot read /nonexistent/secret"),
+])
+def test_replication_flags_that_cannot_work_are_one_line(tmp_path, flags, line):
+    assert line in nsqd_exits(tmp_path, "--replication-factor=2", "--etcd-endpoint=http://127.0.0.1:1", *flags)
 
 
 def test_repl_is_an_unknown_command_to_an_nsqd_that_does_not_replicate(nsqd):
     with WireConn(nsqd.tcp_hostport) as conn:
-        conn.send(repl_command("127.0.0.1:4150", 7, b""))
+        conn.send(repl_command(b"k" * 32, "127.0.0.1:4150", 7, b""))
         error = conn.error()
         assert (error.code, error.description) == ("E_INVALID", "invalid command REPL")
         conn.expect_closed()
@@ -72,20 +106,20 @@ def test_a_batch_that_does_not_parse_closes_its_link_and_changes_nothing(replica
     cluster = replicated(count=1, factor=2)
     node = cluster.nsqds[0]
     with WireConn(node.tcp_hostport) as conn:
-        conn.send(repl_command(origin, epoch, payload))
+        conn.send(repl_command(cluster_key(cluster), origin, epoch, payload))
         error = conn.error()
         assert error.code == "E_BAD_BODY" and refusal in error.description
         conn.expect_closed()
     assert cluster.stats(0)["replication"]["shadows"] == []
     assert not (cluster.tmp_path / "nsqd0" / "replication").exists() or not any(
         (cluster.tmp_path / "nsqd0" / "replication").iterdir())
-    assert http("GET", f"{node.http_url}/ping")[0] == 200
+    assert http("GET", f"{node.http_url}/stats")[0] == 200  # still serving
 
 
 def test_a_member_that_never_answers_holds_a_publish_no_longer_than_a_lease(replicated, topic):
     """A peer that keeps its etcd lease but answers nothing (a disk whose
     fsync hangs): its link goes after a lease's time, and the publish is
-    answered with the copies there are."""
+    answered with an error its publisher may retry."""
     cluster = replicated(count=1, factor=2)
     node = cluster.nsqds[0]
     with socket.socket() as silent:
@@ -106,19 +140,9 @@ def test_a_member_that_never_answers_holds_a_publish_no_longer_than_a_lease(repl
                                         "value": b64(json.dumps({"tcp": name, "node_id": 99, "epoch": int(lease)}))})
         wait_until(lambda: any(p["node"] == name and p["connected"]
                                for p in cluster.stats(0)["replication"]["peers"]), timeout=30)
-        status, _, _ = http("POST", f"{node.http_url}/pub?topic={topic}", b"waits a lease at most", timeout=30)
-        assert status == 200
+        status, _, body = http("POST", f"{node.http_url}/pub?topic={topic}", b"waits a lease at most", timeout=30)
+        assert (status, json.loads(body)["message"]) == (503, "PUB_FAILED replication: 1 of 2 copies could be made")
         assert cluster.stats(0)["replication"]["under_replicated_messages"] == 1
         node.wait_for_log(f"peer {name} has not answered for 3s: closing its link")
         for conn in accepted:
             conn.close()
-
-
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
-def etcd_call(url: str, path: str, body: dict) -> dict:
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.load(response)

@@ -10,7 +10,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.replication.conftest import acknowledged
+from tests.replication.conftest import acknowledged, held_for, mpub
 from tests.support.wire import http, wait_until
 
 pytestmark = pytest.mark.replication
@@ -94,18 +94,6 @@ def test_copies_held_by_old_and_new_successors_are_taken_over_once(replicated, t
     assert sum(cluster.stats(i)["replication"]["takeovers"] for i in (1, 2)) == 1
     time.sleep(2)  # a late hand-over would be delivered by now
     assert sum(reader.handled().values()) == 200
-
-
-def mpub(daemon, topic: str, numbers: range) -> set[str]:
-    assert http("POST", f"{daemon.http_url}/mpub?topic={topic}", b"\n".join(b"m%d" % n for n in numbers))[0] == 200
-    return {f"m{n}" for n in numbers}
-
-
-def held_for(cluster, index: int, origin, epoch: int | None = None) -> list[int]:
-    """How many copies node ``index`` holds of each epoch of ``origin``
-    (of ``epoch`` only, when given)."""
-    return [s["messages"] for s in cluster.stats(index)["replication"]["shadows"]
-            if s["origin"] == origin.tcp_address and epoch in (None, s["epoch"])]
 
 
 def test_a_nodes_messages_get_a_new_copy_when_its_peer_dies(replicated, topic):
@@ -233,3 +221,27 @@ def test_two_topics_with_the_same_ids_are_both_taken_over_whole(replicated, topi
         reader.wait_for(sent, timeout=TAKEOVER_WINDOW)
     time.sleep(2)  # a late hand-over would be delivered by now
     assert [sum(reader.handled().values()) for reader in readers] == [len(sent)] * 4
+
+
+def test_a_clean_stop_keeps_the_copies_it_holds_for_others(replicated, topic):
+    """The origin dies and the only peer holding its copies is stopped
+    cleanly before any takeover: the peer keeps them in its data dir as it
+    keeps its own messages, and takes them over once it is back."""
+    cluster = replicated()
+    cluster.wait_connected()
+    origin, peer = cluster.nsqds[0], cluster.nsqds[1]
+    names = [f"{topic[:60]}_{suffix}" for suffix in "ab"]
+    for name in names:
+        for channel in ("ch1", "ch2"):
+            cluster.create_channel(name, channel)
+    sent = mpub(origin, names[0], range(100)) | mpub(origin, names[1], range(100, 200))
+    assert held_for(cluster, 1, origin) == [200]
+    origin.kill()
+    assert peer.stop() == 0  # within the origin's lease: nobody has taken it over yet
+    assert "kept 200 copies of" in peer.output
+    assert sum(held_for(cluster, 2, origin)) == 0, "node 2 holds copies: the test would prove nothing"
+    cluster.start(1)
+    readers = {(name, channel): cluster.reader(name, channel) for name in names for channel in ("ch1", "ch2")}
+    for (name, _), reader in readers.items():
+        reader.wait_for({body for body in sent if (int(body[1:]) < 100) == (name == names[0])},
+                        timeout=TAKEOVER_WINDOW)

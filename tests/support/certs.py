@@ -1,5 +1,6 @@
-"""A throwaway CA with a server certificate (127.0.0.1, localhost) and a
-client certificate, generated when the tests run: no private key is
+"""A throwaway CA with a server certificate (127.0.0.1, localhost), a
+client certificate and a peer certificate for both uses (a replicated
+nsqd is its peers' server and their client), generated when the tests run: no private key is
 committed. They carry key identifiers, as RFC 5280 asks and Python 3.13's
 default verification requires; ``key_identifiers=False`` makes them as
 older CAs did, without."""
@@ -22,6 +23,8 @@ class Certs:
     server_key: str
     client_cert: str
     client_key: str
+    peer_cert: str
+    peer_key: str
 
 
 def _name(common_name: str) -> x509.Name:
@@ -52,13 +55,13 @@ def make_certs(directory: Path, key_identifiers: bool = True) -> Certs:
     ca_cert = ca.sign(ca_key, hashes.SHA256())
     ca_path, _ = _write(directory / "ca", ca_key, ca_cert)
 
-    def leaf(name: str, usage, sans):
+    def leaf(name: str, usages: list, sans):
         key = ec.generate_private_key(ec.SECP256R1())
         builder = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject)
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(now - datetime.timedelta(minutes=5))
                    .not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+                   .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         if key_identifiers:
@@ -67,7 +70,8 @@ def make_certs(directory: Path, key_identifiers: bool = True) -> Certs:
                                       critical=False))
         return _write(directory / name, key, builder.sign(ca_key, hashes.SHA256()))
 
-    server_cert, server_key = leaf("server", ExtendedKeyUsageOID.SERVER_AUTH,
-                                   [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")])
-    client_cert, client_key = leaf("client", ExtendedKeyUsageOID.CLIENT_AUTH, [])
-    return Certs(ca_path, server_cert, server_key, client_cert, client_key)
+    loopback = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+    server_cert, server_key = leaf("server", [ExtendedKeyUsageOID.SERVER_AUTH], loopback)
+    client_cert, client_key = leaf("client", [ExtendedKeyUsageOID.CLIENT_AUTH], [])
+    peer_cert, peer_key = leaf("peer", [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH], loopback)
+    return Certs(ca_path, server_cert, server_key, client_cert, client_key, peer_cert, peer_key)

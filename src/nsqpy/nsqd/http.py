@@ -22,6 +22,7 @@ from .bounds import QueueFull, parse_full_policy, parse_max_depth
 from .deferred_view import DEFAULT_LIMIT, MAX_LIMIT, deferred_listing
 from .expiry import parse_expire_action, parse_ttl_ms
 from .metrics import NsqdCollector
+from .replication.links import ReplicationShort
 from .topic import TopicExiting
 
 class HttpApi:
@@ -82,8 +83,9 @@ class HttpApi:
 
     async def ping(self, request):
         nsqd = self.nsqd
-        if nsqd.health_error is not None:
-            return web.Response(status=500, text=nsqd.health)
+        health = nsqd.health
+        if health != "OK":
+            return web.Response(status=500, text=health)
         return web.Response(text="OK")
 
     async def info(self, request):
@@ -110,6 +112,9 @@ class HttpApi:
         nsqd = self.nsqd
         if nsqd.exiting:
             raise HttpError(503, "EXITING")
+        refused = None if nsqd.replication is None else nsqd.replication.refusal()
+        if refused is not None:
+            raise HttpError(503, f"PUB_FAILED {refused}")
         try:
             nsqd.publish(topic_name, bodies, defer)
         except TopicExiting:
@@ -120,7 +125,10 @@ class HttpApi:
             raise HttpError(500, "INTERNAL_ERROR") from None
         acks = None if nsqd.replication is None else nsqd.replication.acks()
         if acks is not None:  # a replicated nsqd answers once its peers hold copies
-            await asyncio.shield(acks)  # shared by the turn's publishes: one request's end cancels none
+            try:
+                await asyncio.shield(acks)  # shared by the turn's publishes: one request's end cancels none
+            except ReplicationShort as error:
+                raise HttpError(503, f"PUB_FAILED {error}") from None
         return text_response("OK")
 
     async def pub(self, request):

@@ -69,8 +69,9 @@ class NsqdCollector:
 
     def collect(self):
         nsqd = self.nsqd
-        yield GaugeMetricFamily("nsqd_healthy", "1 while nsqd is healthy (its disk writes succeed).",
-                                value=int(nsqd.health_error is None))
+        yield GaugeMetricFamily("nsqd_healthy", "1 while nsqd is healthy (its disk writes succeed and, when "
+                                "replicated, it can make the copies a publish needs).",
+                                value=int(nsqd.health == "OK"))
         yield GaugeMetricFamily("nsqd_start_time_seconds", "When nsqd started, in unix seconds.",
                                 value=nsqd.start_time)
         yield GaugeMetricFamily("nsqd_uptime_seconds", "Seconds since nsqd started.",

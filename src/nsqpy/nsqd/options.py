@@ -3,6 +3,7 @@
 import dataclasses
 import hashlib
 import socket
+import urllib.parse
 import zlib
 
 from ..net import split_host_port
@@ -16,6 +17,15 @@ def default_node_id() -> int:
     """NSQ's default: crc32 of the md5 of the hostname, modulo 1024."""
     digest = hashlib.md5(socket.gethostname().encode()).digest()
     return zlib.crc32(digest) % 1024
+
+
+def _is_etcd_url(text: str) -> bool:
+    """``http(s)://host:port`` (a missing scheme is http, as etcd's own clients take it)."""
+    url = urllib.parse.urlsplit(text if "://" in text else f"http://{text}")
+    try:
+        return url.scheme in ("http", "https") and bool(url.hostname) and bool(url.port) and url.path in ("", "/")
+    except ValueError:  # a port that is not a number
+        return False
 
 
 MAX_BUSY_POLL = 0.01  # longer than this is no longer a moment: a spinning loop
@@ -117,6 +127,13 @@ class NsqdOptions:
     etcd_endpoints: list[str] = option([], "beyond NSQ: etcd client URL (http://host:2379) for replicated "
                                        "nsqd's membership and takeovers (may be given multiple times)",
                                        flag="etcd-endpoint")
+    replication_min_copies: int = option(0, "beyond NSQ: the fewest nsqd (this one included) that must hold a "
+                                         "message before a publish is answered OK; a publish that cannot have "
+                                         "them gets E_PUB_FAILED, which a publisher may retry "
+                                         "(0 = --replication-factor: never fewer copies than asked for)")
+    replication_secret_file: str = option("", "beyond NSQ: a file holding the secret that every REPL batch of "
+                                          "this cluster is signed with (default: one made once and kept in "
+                                          "etcd under --replication-prefix)")
     replication_ack: str = option("memory", "beyond NSQ: where a peer holds a copy before the publish is "
                                   "answered: 'memory', or 'disk' (fsynced under --data-path/replication)",
                                   choices=("memory", "disk"))
@@ -199,11 +216,12 @@ class NsqdOptions:
             raise ValueError(f"--replication-factor {self.replication_factor} must be 1, 2 or 3")
         if self.replication_factor > 1 and not self.etcd_endpoints:
             raise ValueError("--replication-factor above 1 needs --etcd-endpoint (replicas coordinate through etcd)")
-        if self.replication_factor > 1 and self.tls_required != "false":
-            raise ValueError("--replication-factor above 1 does not work with --tls-required yet "
-                             "(peers replicate over plain TCP)")
-        if self.replication_factor > 1 and self.auth_http_addresses:
-            raise ValueError("--replication-factor above 1 does not work with --auth-http-address yet "
-                             "(peers replicate without AUTH)")
+        if not 0 <= self.replication_min_copies <= self.replication_factor:
+            raise ValueError(f"--replication-min-copies {self.replication_min_copies} must be in "
+                             f"[1, --replication-factor {self.replication_factor}] (0: the replication factor)")
+        self.replication_min_copies = self.replication_min_copies or self.replication_factor
+        for endpoint in self.etcd_endpoints:
+            if not _is_etcd_url(endpoint):
+                raise ValueError(f"--etcd-endpoint {endpoint!r} is not an etcd client URL like http://127.0.0.1:2379")
         if not 2 <= self.replication_lease <= 60:
             raise ValueError(f"--replication-lease {format_duration(self.replication_lease)} must be in [2s, 60s]")

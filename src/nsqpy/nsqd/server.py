@@ -492,7 +492,12 @@ class NSQD:
 
     @property
     def health(self) -> str:
-        return "OK" if self.health_error is None else f"NOK - {self.health_error}"
+        """NSQ's /ping answer; a replicated nsqd that cannot make the
+        copies a publish needs is not healthy either."""
+        if self.health_error is not None:
+            return f"NOK - {self.health_error}"
+        refused = None if self.replication is None else self.replication.refusal()
+        return "OK" if refused is None else f"NOK - {refused}"
 
     def channels(self):
         for topic in self.topics.values():

@@ -19,12 +19,14 @@ from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
 from ..protocol.identify import DEFAULT_HEARTBEAT_INTERVAL_MS, identify_response, negotiate
 from ..protocol.message import MESSAGE_ID_LENGTH
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from ..protocol.replication import UnsignedBatch
 from ..protocol.v2 import ALLOWED, CONFIRM, START_TLS, State, invalid_in_state, upgrade_steps
 from .auth import AuthError
 from .client import ClientV2
 from .deadline import Deadline
 from .tls import connection_info
 from .bounds import QueueFull
+from .replication.links import ReplicationShort
 from .topic import TopicExiting
 
 
@@ -515,6 +517,10 @@ class V2Protocol(asyncio.Protocol):
     def _publish(self, client: ClientV2, topic_name: str, put, count: int, code: str,
                  name: str) -> Awaitable[None] | None:
         """``put()`` the ``count`` messages, then OK; nsqd's error for what refused them."""
+        replication = self.nsqd.replication
+        refused = None if replication is None else replication.refusal()
+        if refused is not None:
+            raise ProtocolError(code, f"{name} failed {refused}")
         try:
             put()
         except TopicExiting:
@@ -524,40 +530,42 @@ class V2Protocol(asyncio.Protocol):
         except OSError as error:
             raise ProtocolError(code, f"{name} failed {error}") from None
         client.pub_counts[topic_name] = client.pub_counts.get(topic_name, 0) + count
-        replication = self.nsqd.replication
         acks = None if replication is None else replication.acks()
         if acks is None:
             client.send_frame(OK_FRAME)
             return None
-        return self._ok_once(client, acks)
+        return self._ok_once(client, acks, code, name)
 
     @staticmethod
-    async def _ok_once(client: ClientV2, waiting) -> None:
+    async def _ok_once(client: ClientV2, waiting, code: str, name: str) -> None:
         """OK once ``waiting`` is done: a replicated nsqd's publish once its
-        peers hold copies; a peer's REPL batch once it is fsynced
-        (--replication-ack=disk), where a write the disk refused closes the
-        link and the origin gives the batch to another peer."""
+        peers hold copies (``code`` when too few could); a peer's REPL
+        batch once it is fsynced (--replication-ack=disk), where a write
+        the disk refused closes the link and the origin gives the batch to
+        another peer."""
         try:
             await asyncio.shield(waiting)  # shared by a turn's publishes: one connection's end cancels none
-        except OSError as error:
-            raise ProtocolError("E_REPL_FAILED", f"REPL failed {error}") from None
+        except (OSError, ReplicationShort) as error:
+            raise ProtocolError(code, f"{name} failed {error}") from None
         client.send_frame(OK_FRAME)
 
     def repl(self, client: ClientV2, command) -> Awaitable[None] | None:
         """A peer's batch of what it accepted and what became of it
         (protocol/replication.py), kept for a takeover; OK once kept."""
         params = command.params
-        if len(params) < 3:
+        if len(params) < 4:
             raise _invalid("REPL insufficient number of parameters")
         try:
             epoch = parse_base10(params[2])
-            writing = self.nsqd.replication.receive(params[1].decode("ascii"), epoch, command.body)
+            writing = self.nsqd.replication.receive(params[1].decode("ascii"), epoch, params[3], command.body or b"")
+        except UnsignedBatch as error:
+            raise ProtocolError(errors.E_UNAUTHORIZED, str(error)) from None
         except (ValueError, UnicodeDecodeError) as error:
             raise ProtocolError(errors.E_BAD_BODY, f"REPL {error}") from None
         if writing is None:
             client.send_frame(OK_FRAME)
             return None
-        return self._ok_once(client, writing)
+        return self._ok_once(client, writing, "E_REPL_FAILED", "REPL")
 
 
 _HANDLERS: Final = {

@@ -39,6 +39,30 @@ def server_context(options) -> ssl.SSLContext | None:
     return context
 
 
+def peer_context(options) -> ssl.SSLContext | None:
+    """How a replicated nsqd reaches peers that require TLS (None: they
+    do not). Peers are one cluster with one configuration: the cluster's
+    CA (--tls-root-ca-file, or the system's) vouches for a peer, and this
+    node's own certificate answers a peer that asks for one
+    (--tls-client-auth-policy), so it needs both server and client use.
+    A peer is dialled at the address it registered in etcd, which its
+    certificate need not name: the CA is the check, not the host name."""
+    if options.tls_required == "false":
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.minimum_version = MIN_VERSIONS[options.tls_min_version]
+    try:
+        if options.tls_root_ca_file:
+            context.load_verify_locations(options.tls_root_ca_file)
+        else:
+            context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        context.load_cert_chain(options.tls_cert, options.tls_key)
+    except (OSError, ssl.SSLError) as error:
+        raise ValueError(f"replication over TLS: cannot load --tls-root-ca-file/--tls-cert: {error}") from None
+    return context
+
+
 def connection_info(transport) -> dict:
     """The TLS fields of a client's /stats entry."""
     ssl_object = transport.get_extra_info("ssl_object")

@@ -57,7 +57,7 @@ def check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError
 # nsqd checks a body command's parameters before it reads the body; with
 # the wrong count, a bad topic name or a bad DPUB timeout it answers at once
 # (a fatal error), and no body is waited for.
-_BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1, b"REPL": 3}
+_BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1, b"REPL": 4}
 
 
 def _v2_body_checker(max_defer_ms: int):

@@ -18,7 +18,11 @@ on a leader elsewhere.
   messages locally as before, and are answered OK once every successor
   has said OK to the ``REPL`` batch that carries them
   (``protocol/replication.py``; one batch per peer per event-loop turn,
-  on a V2 connection to the peer's TCP port). Copies keep the message id,
+  on a V2 connection to the peer's TCP port). A publish that cannot have
+  ``--replication-min-copies`` copies (by default the replication factor)
+  is refused before it is queued (E_PUB_FAILED, HTTP 503), or answered
+  with that error when a peer is lost with no other to take its place;
+  ``/ping`` says NOK while publishes are refused. Copies keep the message id,
   timestamp, deferral and the channels the origin handed them to (an
   MPUB's body travels as it came). With ``--replication-ack=disk`` a peer
   answers once the batch is fsynced in its shadow log (``shadowlog.py``).
@@ -37,7 +41,14 @@ on a leader elsewhere.
 - **Membership and death** live in etcd (``membership.py``): each nsqd
   holds a lease (its *epoch*) and a member key on it, renewed every third
   of ``--replication-lease``. A node whose lease ends is dead to the
-  others, whatever it thinks.
+  others, whatever it thinks. The member key is created only if absent:
+  a second nsqd that advertises a live node's address is refused.
+- **Who may speak REPL.** Every batch is signed with the cluster's secret
+  (``--replication-secret-file``, or one made once and kept in etcd), so
+  a client that reaches port 4150 cannot change what a peer holds. With
+  ``--tls-required`` links upgrade to TLS as any NSQ client does, with the
+  node's own certificate for peers that ask for one; REPL needs no AUTH
+  (``--auth-http-address``): its signature says who sent it.
 - **Takeover.** Every peer holding a shadow of an epoch that left the
   members races for ``takeover/<node>/<epoch>`` with an etcd transaction
   (create if absent); the winner adopts its shadow into its own topics
@@ -49,17 +60,21 @@ on a leader elsewhere.
   its own epoch: if a survivor owns it already, the node hands it what it
   holds (the survivor adopts what it lacks), drops it all and joins again
   under a new epoch.
-  A restarted node does the same for the epoch its data dir names: it
-  ends that lease at once (so a survivor claims without waiting), waits
-  a moment for a claim, and keeps its data only when nobody took it. A
-  clean stop owns its epoch before it leaves: its messages stay in its
-  data dir, as in NSQ.
+  A restarted node does the same for the epoch its data dir names, under
+  the address it had then, whatever its address now: it ends that lease
+  at once (so a survivor claims without waiting), waits a moment for a
+  claim, and keeps its data only when nobody took it. A clean stop owns
+  its epoch before it leaves: its messages stay in its data dir, as in
+  NSQ, and so do the copies it holds for others (``shadowlog.py``), read
+  back and taken over at the next start if their origin is gone.
 - **etcd unavailable.** Publishes go on with the peers already connected
   (each link is direct TCP), with a loud line every few seconds; leases
   are not renewed, so no takeover can happen until etcd answers, and
-  etcd extends every lease when it comes back. With fewer peers than
-  R-1 connected, a publish is answered with the copies there are, and
-  ``under_replicated_messages`` counts the difference.
+  etcd extends every lease when it comes back. A node that has not
+  reached etcd yet is no member: its publishes are refused. With
+  ``--replication-min-copies`` below the factor, a publish is answered
+  with the copies there are, and ``under_replicated_messages`` counts
+  the messages held with fewer than the factor.
 
 What it costs: every accepted byte crosses loopback or the LAN once per
 peer, a publish waits one round trip to its peers, and a peer keeps each
@@ -78,7 +93,7 @@ goes and the next successor answers in its place.
 Not covered yet: messages dropped by a drop-oldest limit stay in the shadows
 until the origin's next restart; a restarted node whose epoch a survivor
 took over drops its data dir's messages of that epoch, including any it
-had acknowledged with no peer connected; REPL is accepted from any
-client that reaches the TCP port (as PUB is), so replication is refused
-with --auth-http-address or --tls-required.
+had acknowledged with fewer copies (``--replication-min-copies`` below
+the factor). A batch is signed, not encrypted: on a network that others
+can watch, use TLS.
 """

@@ -110,13 +110,16 @@ class Etcd:
     async def delete(self, key: str) -> None:
         await self._call("/v3/kv/deleterange", {"key": _b64(key)})
 
-    async def create(self, key: str, value: str) -> tuple[bool, str]:
+    async def create(self, key: str, value: str, lease: int = 0) -> tuple[bool, str]:
         """Put ``key`` only if it does not exist: the one decision that many
         may race for. -> (created, the value the key holds now)."""
         key64 = _b64(key)
+        put: dict = {"key": key64, "value": _b64(value)}
+        if lease:
+            put["lease"] = lease
         answer = await self._call("/v3/kv/txn", {
             "compare": [{"key": key64, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
-            "success": [{"request_put": {"key": key64, "value": _b64(value)}}],
+            "success": [{"request_put": put}],
             "failure": [{"request_range": {"key": key64}}],
         })
         if answer.get("succeeded"):

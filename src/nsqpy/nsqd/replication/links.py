@@ -5,10 +5,12 @@ A link is a V2 connection to a peer's TCP port that carries ``REPL``
 batches and reads the ``OK`` the peer answers to each, in order. Each
 batch the origin sends in one event-loop turn carries an ``Acks``: the
 publishes of that turn are answered once every chosen peer has said OK
-(or, when one is lost, another has taken its copy: links.resend)."""
+(or, when one is lost, another has taken its copy: Replicator._replace)."""
 
 import asyncio
 import collections
+import json
+import ssl
 import time
 
 from ...protocol import commands
@@ -18,33 +20,65 @@ from ...protocol.replication import BatchWriter, repl_command
 BATCH_BYTES = 16 * 1024 * 1024  # a batch past this is cut between records (a peer takes up to 256 MB)
 
 
+class ReplicationShort(Exception):
+    """A publish could not have the copies --replication-min-copies asks
+    for: its publisher gets an error it may retry."""
+
+
 class Acks:
-    """The publishes of one turn: resolved once ``needed`` peers hold them.
-    A peer lost before it answered is replaced by the next successor, which
-    gets a copy of everything held (Replicator._ring_changed), and answers
-    for it."""
+    """The publishes of one turn: resolved once every peer they were sent
+    to has answered, with how many hold them, or failed with
+    ``ReplicationShort`` when fewer than ``required`` do. A peer lost
+    before it answered is replaced by the next successor, which gets a
+    copy of everything held (Replicator._ring_changed), and answers for it."""
 
-    __slots__ = ("future", "needed", "holders", "messages")
+    __slots__ = ("future", "required", "pending", "copies", "holders", "messages", "counted_short")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, needed: int):
+    def __init__(self, loop: asyncio.AbstractEventLoop, required: int):
         self.future: asyncio.Future = loop.create_future()
-        self.needed = needed
+        # a turn's publishes all wait on it, but adopted copies have no publisher to hear a failure
+        self.future.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self.required = required  # peers that must hold the messages
+        self.pending = 0  # peers sent the messages that have not answered
+        self.copies = 0  # peers that answered
         self.holders: set[str] = set()  # peers that were sent the messages
         self.messages = 0
+        self.counted_short = False  # counted in under_replicated_messages already
+
+    def sent_to(self, holders: set[str]) -> None:
+        self.holders = holders
+        self.pending = len(holders)
+        self._settle()
 
     def acked(self) -> None:
-        self.needed -= 1
-        if self.needed <= 0 and not self.future.done():
-            self.future.set_result(None)
+        self.pending -= 1
+        self.copies += 1
+        self._settle()
 
     def short(self) -> None:
-        """One copy fewer than asked for: no other peer could take it."""
-        self.acked()
+        """A peer that will not answer, and no other could take its place."""
+        self.pending -= 1
+        self._settle()
+
+    def _settle(self) -> None:
+        if self.pending > 0 or self.future.done():
+            return
+        if self.copies >= self.required:
+            self.future.set_result(self.copies)
+        else:
+            self.future.set_exception(ReplicationShort(
+                f"replication: {self.copies + 1} of {self.required + 1} copies could be made"))
 
 
 class PeerLink(asyncio.Protocol):
-    def __init__(self, node: str, host: str, port: int, on_lost, on_ready, log):
+    def __init__(self, node: str, host: str, port: int, secret: bytes, tls: ssl.SSLContext | None, on_lost,
+                 on_ready, log):
+        """``tls``: peers require TLS (--tls-required): the link upgrades
+        as any NSQ client does, IDENTIFY with ``tls_v1``, then the
+        handshake and the peer's OK through it."""
         self.node = node
+        self.secret = secret  # the cluster's: every batch is signed with it
+        self.tls = tls
         self.host = host
         self.port = port
         self.on_lost = on_lost
@@ -56,6 +90,8 @@ class PeerLink(asyncio.Protocol):
         # per batch sent and not yet answered: the publishes waiting for it, when, how many messages
         self.unacked: collections.deque[tuple[list[Acks], float, int]] = collections.deque()
         self.ready = False
+        self.handshake = ""  # the answer awaited before the link is ready: "identify", "confirm"
+        self.opened = time.monotonic()
         self.closing = False
         self.batches = 0
         self.messages = 0
@@ -68,8 +104,45 @@ class PeerLink(asyncio.Protocol):
             transport.abort()
             return
         transport.write(MAGIC_V2)
+        if self.tls is None:
+            self._became_ready()
+            return
+        transport.write(commands.identify({"tls_v1": True, "feature_negotiation": True,
+                                           "client_id": "nsqpy-replication", "user_agent": "nsqpy-replication"}))
+        self.handshake = "identify"
+
+    def _became_ready(self) -> None:
+        self.handshake = ""
         self.ready = True
         self.on_ready(self)
+
+    def _handshake_answer(self, frame_type: int, payload: bytes) -> None:
+        if frame_type != FRAME_TYPE_RESPONSE:
+            self._refused(payload)
+        elif self.handshake == "confirm" and payload == OK:
+            self._became_ready()
+        elif self.handshake == "identify" and payload.startswith(b"{") and json.loads(payload).get("tls_v1"):
+            self.handshake = "tls"
+            asyncio.get_running_loop().create_task(self._start_tls())
+        else:
+            self.log.error("REPLICATION: peer %s does not offer TLS (it needs --tls-cert and --tls-key); closing",
+                           self.node)
+            self.close()
+
+    async def _start_tls(self) -> None:
+        try:
+            async with asyncio.timeout(5):
+                self.transport = await asyncio.get_running_loop().start_tls(self.transport, self, self.tls,
+                                                                            server_hostname=self.host)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError) as error:
+            self.log.error("REPLICATION: TLS with peer %s failed: %s; closing", self.node, error or "timeout")
+            self.close()
+            return
+        self.handshake = "confirm"
+
+    def _refused(self, payload: bytes) -> None:
+        self.log.error("REPLICATION: peer %s refused: %s; closing", self.node, payload.decode("utf-8", "replace"))
+        self.close()
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -79,15 +152,17 @@ class PeerLink(asyncio.Protocol):
             self.close()
             return
         for frame_type, payload in frames:
-            if frame_type == FRAME_TYPE_RESPONSE and payload == OK and self.unacked:
+            if self.handshake and not (frame_type == FRAME_TYPE_RESPONSE and payload == HEARTBEAT):
+                self._handshake_answer(frame_type, payload)
+                if self.closing:
+                    return
+            elif frame_type == FRAME_TYPE_RESPONSE and payload == OK and self.unacked:
                 for acks in self.unacked.popleft()[0]:
                     acks.acked()
             elif frame_type == FRAME_TYPE_RESPONSE and payload == HEARTBEAT:
                 self.transport.write(commands.encode_command(b"NOP"))
             elif frame_type == FRAME_TYPE_ERROR:
-                self.log.error("REPLICATION: peer %s refused a batch: %s; closing", self.node,
-                               payload.decode("utf-8", "replace"))
-                self.close()
+                self._refused(payload)
                 return
 
     def connection_lost(self, exc) -> None:
@@ -120,7 +195,7 @@ class PeerLink(asyncio.Protocol):
         now = time.monotonic()
         for index, batch in enumerate(batches):
             last = index == len(batches) - 1
-            self.transport.write(repl_command(origin, epoch, b"".join(batch)))
+            self.transport.write(repl_command(self.secret, origin, epoch, b"".join(batch)))
             self.unacked.append((acks if last else [], now, published if last else 0))
         self.batches += len(batches)
         self.messages += published

@@ -10,11 +10,20 @@ Keys under ``--replication-prefix``:
   accepted once it ended. Created once, by a transaction that only one
   contender wins: a survivor holding a shadow of it, or the node itself
   (a clean stop, or a restart that finds nobody took it).
+- ``secret``: what members sign their ``REPL`` batches with, unless
+  every node is given ``--replication-secret-file``.
 """
 
+import asyncio
 import json
+import secrets
+import time
 
 from .etcd import Etcd
+
+
+class AddressTaken(Exception):
+    """Another live nsqd is a member under this node's address: what it registered."""
 
 
 class Membership:
@@ -31,12 +40,34 @@ class Membership:
     def _takeover_key(self, node: str, epoch: int) -> str:
         return f"{self.prefix}/takeover/{node}/{epoch}"
 
+    async def cluster_secret(self) -> str:
+        """The secret every member signs its ``REPL`` batches with: made
+        by the first node that asks, kept under the prefix."""
+        _, secret = await self.etcd.create(f"{self.prefix}/secret", secrets.token_hex(32))
+        return secret
+
     async def join(self, info: dict) -> int:
-        """A new lease (the new epoch) and the member key on it."""
+        """A new lease (the new epoch) and the member key on it, unless a
+        live node holds that key: an address is one node's. A node that
+        died at this address frees it once its lease ends, so the key is
+        tried for a lease's time (and a little) before giving up.
+        Raises ``AddressTaken``."""
         lease = await self.etcd.grant(self.lease_ttl)
-        await self.etcd.put(self._member_key(self.node), json.dumps({**info, "epoch": lease}), lease=lease)
-        self.epoch = lease
-        return lease
+        key = self._member_key(self.node)
+        deadline = time.monotonic() + self.lease_ttl + 1
+        while True:
+            created, holder = await self.etcd.create(key, json.dumps({**info, "epoch": lease}), lease=lease)
+            if created:
+                self.epoch = lease
+                return lease
+            if time.monotonic() >= deadline:
+                await self.etcd.revoke(lease)
+                try:
+                    registered = json.loads(holder)
+                    raise AddressTaken(f"node id {registered['node_id']}, epoch {registered['epoch']}")
+                except (ValueError, KeyError, TypeError):
+                    raise AddressTaken(holder) from None
+            await asyncio.sleep(0.2)
 
     async def renew(self) -> bool:
         """False when the lease has ended: others may have taken this epoch over."""

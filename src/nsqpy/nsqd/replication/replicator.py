@@ -9,6 +9,7 @@ waits for before its OK), ``receive`` (a peer's ``REPL`` batch).
 """
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -19,11 +20,12 @@ from ...atomicfile import write_atomically
 from ...errors import StartupError
 from ...ratelog import RateLimitedLog
 from ...protocol.commands import encode_mpub_body
-from ...protocol.replication import (CHANNEL, PAUSED, RESET, ReplicationError, done_record, event_record,
-                                     published_record, read_records)
+from ...protocol.replication import (CHANNEL, PAUSED, RESET, ReplicationError, UnsignedBatch, done_record,
+                                     event_record, published_record, read_records, signed_by_member)
+from ..tls import peer_context
 from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink
-from .membership import Membership
+from .membership import AddressTaken, Membership
 from .shadow import Shadow
 from .shadowlog import ShadowLogs
 from .snapshot import owed_records
@@ -32,8 +34,9 @@ from .takeover import adopt, let_go
 EPOCH_FILE = "nsqd.replication.json"
 NODE_NAME = re.compile(r"[A-Za-z0-9.\-]{1,253}:[0-9]{1,5}")  # a broadcast host:port, as nodes name themselves
 WATCH_INTERVAL = 0.5  # how often the members are read: a takeover starts this long after a lease ends
-SETTLE_WAIT = 3.0
-ADOPTIONS_KEPT = 64  # epochs taken over whose ids are kept, so a late hand-over adopts only what is new  # after a crash, how long a restarted node waits for a survivor to claim what it had
+LINKS_WAIT = 2.0  # how long a starting node waits for its links to its successors before it listens
+SETTLE_WAIT = 3.0  # after a crash, how long a restarted node waits for a survivor to claim what it had
+ADOPTIONS_KEPT = 64  # epochs taken over whose ids are kept, so a late hand-over adopts only what is new
 
 
 class Replicator:
@@ -42,6 +45,14 @@ class Replicator:
         self.nsqd = nsqd
         self.log: logging.Logger = nsqd.log
         self.factor = options.replication_factor
+        self.min_copies = options.replication_min_copies
+        try:
+            self.tls = peer_context(options)  # peers that require TLS are reached over it
+        except ValueError as error:
+            raise StartupError(str(error)) from None
+        self.secret: bytes | None = None  # the cluster's, that every REPL batch is signed with
+        if options.replication_secret_file:
+            self.secret = signing_key(_read_secret(options.replication_secret_file))
         self.etcd = Etcd(options.etcd_endpoints, timeout=max(1.0, options.replication_lease / 3), log=self.log)
         self.lease_ttl = max(2, round(options.replication_lease))
         self.prefix = options.replication_prefix
@@ -52,7 +63,7 @@ class Replicator:
         self.shadows: dict[tuple[str, int], Shadow] = {}
         self.takeovers = 0
         self.adopted = 0
-        self._adopted: dict[tuple[str, int], set[bytes]] = {}  # ids adopted per epoch taken over
+        self._adopted: dict[tuple[str, int], set[tuple[str, bytes]]] = {}  # (topic, id) adopted per epoch taken over
         self.under_replicated = 0
         self.etcd_ok = False
         self.logs: ShadowLogs | None = None  # --replication-ack=disk: the shadows' logs
@@ -78,23 +89,35 @@ class Replicator:
         own to keep), join the members, and start watching them."""
         self.node = node
         self.membership = Membership(self.etcd, self.prefix, node, self.lease_ttl)
+        logs = ShadowLogs(self.nsqd.data_path, asyncio.get_running_loop())
+        self._replay_logs(logs)
         if self.nsqd.options.replication_ack == "disk":
-            self.logs = ShadowLogs(self.nsqd.data_path, asyncio.get_running_loop())
-            self._replay_logs()
+            self.logs = logs
         try:
             await self._settle_previous()
             await self._join()
+            await self._links_up(LINKS_WAIT)
         except EtcdUnavailable as error:
-            self.log.error("REPLICATION: etcd unavailable (%s): accepting publishes without replicas "
-                           "until it answers", error)
+            answered = ("accepting publishes with fewer copies" if self.min_copies == 1
+                        else "refusing publishes with E_PUB_FAILED")
+            self.log.error("REPLICATION: etcd unavailable (%s): %s until it answers", error, answered)
         self._tasks = [asyncio.get_running_loop().create_task(self._watch()),
                        asyncio.get_running_loop().create_task(self._renew())]
 
-    def _replay_logs(self) -> None:
-        """The copies this peer acknowledged before it stopped: each
+    async def _links_up(self, within: float) -> None:
+        """A node that starts listening has its successors linked already
+        (when they are up), so its first publishes are not refused."""
+        deadline = time.monotonic() + within
+        while len(self._ring) < min(self.factor - 1, len(self.members)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+    def _replay_logs(self, logs: ShadowLogs) -> None:
+        """The copies this peer held before it stopped (acknowledged from
+        disk with --replication-ack=disk, or kept by a clean stop): each
         shadow as its batches built it, taken over at the first look at the
-        members if its origin is gone."""
-        for origin, epoch, payloads in self.logs.load():
+        members if its origin is gone. Held in memory only, a shadow read
+        back leaves no file behind: a later crash loses it, as memory does."""
+        for origin, epoch, payloads in logs.load():
             shadow = self.shadows[(origin, epoch)] = Shadow(origin, epoch)
             shadow.created = 0.0
             try:
@@ -103,6 +126,8 @@ class Replicator:
             except ReplicationError as error:
                 self.log.error("REPLICATION: log of %s epoch %d: %s; kept what came before", origin, epoch, error)
             self.log.info("REPLICATION: %d copies of %s epoch %d read back from disk", len(shadow), origin, epoch)
+            if self.nsqd.options.replication_ack != "disk":
+                logs.remove(origin, epoch)
 
     async def _join(self) -> None:
         nsqd = self.nsqd
@@ -113,7 +138,13 @@ class Replicator:
             if registered.get("node_id") == nsqd.options.node_id:
                 raise StartupError(f"--node-id {nsqd.options.node_id} is also the node id of replicated nsqd "
                                    f"{other}: message ids would collide; give each nsqd its own --node-id")
-        epoch = await self.membership.join(info)
+        if self.secret is None:
+            self.secret = signing_key((await self.membership.cluster_secret()).encode())
+        try:
+            epoch = await self.membership.join(info)
+        except AddressTaken as taken:
+            raise StartupError(f"replicated nsqd {self.node} is a member already ({taken}): each nsqd needs an "
+                               "address of its own (--broadcast-address, --tcp-address)") from None
         write_atomically(os.path.join(nsqd.data_path, EPOCH_FILE),
                          json.dumps({"node": self.node, "epoch": epoch}).encode())
         self.etcd_ok = True
@@ -132,8 +163,8 @@ class Replicator:
             node, epoch = previous["node"], int(previous["epoch"])
         except (OSError, ValueError, KeyError, TypeError):
             return
-        if node != self.node:
-            return
+        # a node is its data dir, not its address: one that comes back under another (a new
+        # port, a new pod IP) settles the epoch it left as it would have under the old one
         owner = await self.membership.owner(node, epoch)
         if owner is None:
             await self.membership.end_lease(epoch)
@@ -143,7 +174,7 @@ class Replicator:
                 owner = await self.membership.owner(node, epoch)
             if owner is None:
                 owner = await self.membership.claim(node, epoch)
-        if owner != self.node:
+        if owner not in (node, self.node):  # kept by this node, under its old address or its new one
             dropped = let_go(self.nsqd)
             self.log.warning("REPLICATION: epoch %d of %s was taken over by %s: dropped the %d messages "
                              "it had left here", epoch, node, owner, dropped)
@@ -166,9 +197,21 @@ class Replicator:
             self.membership.epoch = 0
         for link in list(self.links.values()):
             link.close()
+        self._keep_shadows()
         if self.logs is not None:
             self.logs.close()
         await self.etcd.close()
+
+    def _keep_shadows(self) -> None:
+        """The copies held for others are acknowledged messages too: a
+        clean stop keeps them in the data dir, as it keeps its own (with
+        --replication-ack=disk they are there already)."""
+        if self.logs is not None or not self.shadows:
+            return
+        logs = ShadowLogs(self.nsqd.data_path, self.nsqd.loop)
+        for (origin, epoch), shadow in self.shadows.items():
+            logs.rewrite(origin, epoch, shadow.as_payload())
+            self.log.info("REPLICATION: kept %d copies of %s epoch %d in the data dir", len(shadow), origin, epoch)
 
     # --- the etcd loops -----------------------------------------------------------------------
 
@@ -294,10 +337,13 @@ class Replicator:
         lease's time (a disk whose fsync hangs) no longer holds publishes
         up: its link goes, and the next successor answers in its place."""
         for link in list(self.links.values()):
-            if link.lag()[1] > self.lease_ttl * 1000:
+            if link.lag()[1] > self.lease_ttl * 1000 or (
+                    not link.ready and time.monotonic() - link.opened > self.lease_ttl):
                 self._peer_trouble.error(f"REPLICATION: peer {link.node} has not answered for "
                                          f"{self.lease_ttl}s: closing its link")
                 link.close()
+                if link.transport is None and self.links.get(link.node) is link:
+                    del self.links[link.node]  # still connecting: dialled again at the next look
 
     def _update_links(self, members: dict[str, dict]) -> None:
         self.members = members
@@ -311,7 +357,8 @@ class Replicator:
 
     def _dial(self, node: str) -> None:
         host, _, port = node.rpartition(":")
-        link = self.links[node] = PeerLink(node, host, int(port), self._link_lost, self._link_ready, self.log)
+        link = self.links[node] = PeerLink(node, host, int(port), self.secret, self.tls, self._link_lost,
+                                           self._link_ready, self.log)
         asyncio.get_running_loop().create_task(self._connect(link))
 
     async def _ready_link(self, node: str, within: float) -> PeerLink | None:
@@ -368,12 +415,36 @@ class Replicator:
             return
         spare = next((link for link in self._ring if link.node not in acks.holders), None)
         if spare is None:
-            self.under_replicated += acks.messages
+            self._count_short(acks)
             acks.short()
             return
         acks.holders.add(spare.node)
         self._pending_acks.setdefault(spare.node, []).append(acks)
         self._schedule_flush()
+
+    def _count_short(self, acks: Acks) -> None:
+        """``acks``' messages are held by fewer nsqd than
+        --replication-factor: counted once, whatever their publishers hear."""
+        if acks.counted_short:
+            return
+        acks.counted_short = True
+        self.under_replicated += acks.messages
+        answered = ("acknowledged with fewer copies" if self.min_copies < self.factor
+                    else "refused with E_PUB_FAILED (--replication-min-copies)")
+        self._short_trouble.error(f"REPLICATION: {len(self._ring)} of {self.factor - 1} peers connected: "
+                                  f"publishes that cannot have {self.factor} copies are {answered}")
+
+    def refusal(self) -> str | None:
+        """Why a publish cannot have its copies now, or None: checked before
+        it is queued, so that a refused publish leaves nothing behind."""
+        if self.min_copies == 1:
+            return None
+        if not self.epoch:
+            return "replication: not a member of the cluster (etcd not reached)"
+        have = len(self._ring) + 1
+        if have < self.min_copies:
+            return f"replication: {have} of {self.min_copies} copies can be made ({len(self._ring)} peers connected)"
+        return None
 
     def _ring_changed(self) -> None:
         """Links came or went: the successors may be others now. A new one
@@ -420,11 +491,11 @@ class Replicator:
     def _published(self, record: bytes, count: int) -> None:
         acks = self._acks
         if acks is None:
-            acks = self._acks = Acks(self.nsqd.loop, 0)
+            acks = self._acks = Acks(self.nsqd.loop, self.min_copies - 1)
             self._schedule_flush()
         acks.messages += count
         if not self.epoch:
-            return  # no epoch to copy under (etcd not reached yet): answered with fewer copies
+            return  # no epoch to copy under (etcd not reached yet): fewer copies
         for link in self._ring:
             link.writer.add(record, count)
 
@@ -465,16 +536,9 @@ class Replicator:
         pending, self._pending_acks = self._pending_acks, {}
         epoch = self.epoch
         if acks is not None:
-            acks.holders = {link.node for link in self._ring} if epoch else set()
-            acks.needed = len(acks.holders)
-            missing = self.factor - 1 - len(acks.holders)
-            if missing > 0:
-                self.under_replicated += missing * acks.messages
-                self._short_trouble.error(f"REPLICATION: {len(acks.holders)} of {self.factor - 1} peers connected: "
-                                          "messages are acknowledged with fewer copies than "
-                                          f"--replication-factor {self.factor}")
-            if not acks.needed:
-                acks.future.set_result(None)
+            if len(self._ring) < self.factor - 1 or not epoch:
+                self._count_short(acks)
+            acks.sent_to({link.node for link in self._ring} if epoch else set())
         for link in list(self.links.values()):
             waiting = pending.get(link.node, [])
             if acks is not None and link.node in acks.holders:
@@ -488,9 +552,12 @@ class Replicator:
 
     # --- as a peer -------------------------------------------------------------------------------
 
-    def receive(self, origin: str, epoch: int, payload: bytes) -> "asyncio.Future | None":
-        """A ``REPL`` batch from ``origin``; raises ``ReplicationError``.
+    def receive(self, origin: str, epoch: int, signature: bytes, payload: bytes) -> "asyncio.Future | None":
+        """A ``REPL`` batch from ``origin``; raises ``UnsignedBatch`` (not
+        from a member: nothing changes) or ``ReplicationError``.
         -> with --replication-ack=disk, what resolves once it is fsynced."""
+        if self.secret is None or not signed_by_member(self.secret, origin, epoch, payload, signature):
+            raise UnsignedBatch(f"REPL from {origin!r} is not signed with this cluster's secret")
         key = (origin, epoch)
         shadow = self.shadows.get(key)
         if shadow is None:
@@ -534,3 +601,24 @@ class Replicator:
             "adopted_messages": self.adopted,
             "under_replicated_messages": self.under_replicated,
         }
+
+
+MIN_SECRET_BYTES = 16
+
+
+def _read_secret(path: str) -> bytes:
+    """--replication-secret-file's secret (surrounding whitespace is not part of it)."""
+    try:
+        with open(path, "rb") as file:
+            secret = file.read().strip()
+    except OSError as error:
+        raise StartupError(f"--replication-secret-file: cannot read {path}: {error.strerror}") from None
+    if len(secret) < MIN_SECRET_BYTES:
+        raise StartupError(f"--replication-secret-file: {path} holds {len(secret)} bytes; a secret needs at "
+                           f"least {MIN_SECRET_BYTES} (e.g. the output of `openssl rand -hex 32`)")
+    return secret
+
+
+def signing_key(secret: bytes) -> bytes:
+    """A key of the size BLAKE2b takes, from a secret of any size."""
+    return hashlib.blake2b(secret, digest_size=32, person=b"nsqpy-repl").digest()

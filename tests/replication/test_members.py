@@ -1,0 +1,134 @@
+"""Who may speak replication: only members, signed with the cluster's
+secret, over TLS and beside AUTH where a deployment requires them; and a
+node is its data dir, not its address."""
+
+import subprocess
+import sys
+
+import pytest
+
+from nsqpy.protocol.replication import RESET, event_record, repl_command
+from tests.replication.conftest import held_for, mpub
+from tests.support.auth_server import AuthServer, grant
+from tests.support.certs import make_certs
+from tests.support.wire import WireConn, http, wait_until
+
+pytestmark = pytest.mark.replication
+
+TAKEOVER_WINDOW = 60
+CHANNELS = ("ch1", "ch2")
+
+
+def two_topics(cluster, topic: str) -> list[str]:
+    """Two topics with two channels each on every running node."""
+    names = [f"{topic[:60]}_{suffix}" for suffix in "ab"]
+    for name in names:
+        for channel in CHANNELS:
+            cluster.create_channel(name, channel)
+    return names
+
+
+def depths(cluster, index: int, names: list[str]) -> dict[tuple[str, str], int]:
+    """(topic, channel) -> messages queued there (memory and disk) on node ``index``."""
+    return {(t["topic_name"], c["channel_name"]): c["depth"] for t in cluster.stats(index)["topics"]
+            if t["topic_name"] in names for c in t["channels"]}
+
+
+def adopted_everywhere(cluster, names: list[str], count: int, survivors: tuple[int, ...]) -> None:
+    """Every channel of ``names`` holds ``count`` messages on one of ``survivors``."""
+    wanted = {(name, channel): count for name in names for channel in CHANNELS}
+    wait_until(lambda: any(depths(cluster, i, names) == wanted for i in survivors), timeout=TAKEOVER_WINDOW)
+
+
+@pytest.mark.parametrize("forgery", ["wrong secret", "unsigned"])
+def test_a_forged_repl_changes_nothing_and_a_later_takeover_loses_nothing(replicated, topic, forgery):
+    cluster = replicated()
+    cluster.wait_connected()
+    origin, peer = cluster.nsqds[0], cluster.nsqds[1]
+    names = two_topics(cluster, topic)
+    sent = set().union(*(mpub(origin, name, range(100)) for name in names))
+    assert held_for(cluster, 1, origin) == [200]
+    epoch = cluster.stats(0)["replication"]["epoch"]
+    wipe = event_record(RESET, "", "")
+    with WireConn(peer.tcp_hostport) as conn:
+        if forgery == "unsigned":  # the command as it was before batches were signed
+            conn.send(b"REPL %s %d\n%s%s" % (origin.tcp_address.encode(), epoch, len(wipe).to_bytes(4, "big"), wipe))
+            error = conn.error()
+            assert (error.code, error.description) == ("E_INVALID", "REPL insufficient number of parameters")
+        else:
+            conn.send(repl_command(b"\x00" * 32, origin.tcp_address, epoch, wipe))
+            error = conn.error()
+            assert (error.code, error.description) == (
+                "E_UNAUTHORIZED", f"REPL from '{origin.tcp_address}' is not signed with this cluster's secret")
+        conn.expect_closed()
+    assert held_for(cluster, 1, origin) == [200]
+    origin.kill()
+    readers = [cluster.reader(name, channel) for name in names for channel in CHANNELS]
+    for reader in readers:
+        reader.wait_for(sent, timeout=TAKEOVER_WINDOW)
+
+
+def test_replication_works_with_tls_required_and_auth(replicated, topic, tmp_path):
+    """Peers link over TLS with the cluster's CA on both sides (mutual
+    TLS), and a REPL needs no AUTH: its signature says who sent it. A
+    client that is not a member gets nowhere without TLS."""
+    (tmp_path / "certs").mkdir()
+    certs = make_certs(tmp_path / "certs")
+    auth = AuthServer()
+    try:
+        auth.grants["s3cret"] = grant()
+        cluster = replicated(nsqd_args=(
+            f"--tls-cert={certs.peer_cert}", f"--tls-key={certs.peer_key}", f"--tls-root-ca-file={certs.ca}",
+            "--tls-client-auth-policy=require-verify", "--tls-required=tcp-https",
+            f"--auth-http-address={auth.address}"))
+        cluster.wait_connected()
+        origin = cluster.nsqds[0]
+        names = two_topics(cluster, topic)
+        for name in names:
+            mpub(origin, name, range(100))
+        assert held_for(cluster, 1, origin) == [200]
+        with WireConn(cluster.nsqds[1].tcp_hostport) as conn:
+            conn.send(repl_command(b"\x00" * 32, origin.tcp_address, 1, b""))
+            assert conn.error().description == "cannot REPL in current state (TLS required)"
+        origin.kill()
+        adopted_everywhere(cluster, names, 100, survivors=(1, 2))
+    finally:
+        auth.stop()
+
+
+def test_a_second_node_under_a_live_nodes_address_is_refused(replicated, topic, tmp_path):
+    cluster = replicated()
+    cluster.wait_connected()
+    taken = cluster.nsqds[0]
+    epoch = cluster.stats(0)["replication"]["epoch"]
+    impostor = subprocess.run([
+        sys.executable, "-m", "nsqpy.cli.nsqd", "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
+        f"--data-path={tmp_path}", "--broadcast-address=127.0.0.1", f"--broadcast-tcp-port={taken.tcp_hostport[1]}",
+        "--node-id=9", "--replication-factor=2", "--replication-lease=3s", f"--etcd-endpoint={cluster.etcd.client_url}",
+    ], capture_output=True, text=True, timeout=60)
+    assert impostor.returncode == 1, impostor.stderr
+    assert impostor.stderr.strip().splitlines()[-1].endswith(
+        f"replicated nsqd {taken.tcp_address} is a member already (node id 1, epoch {epoch}): each nsqd needs an "
+        "address of its own (--broadcast-address, --tcp-address)")
+    # nothing of the live node changed: it keeps its epoch, and its peers keep taking its copies
+    assert cluster.stats(0)["replication"]["epoch"] == epoch
+    assert http("POST", f"{taken.http_url}/pub?topic={topic}", b"still the one")[0] == 200
+    assert held_for(cluster, 1, taken, epoch) == [1]
+
+
+def test_a_node_back_under_a_new_address_drops_what_a_survivor_took_over(replicated, topic):
+    """Its data dir names the epoch it left, whatever its address now: a
+    survivor took it over, so it delivers none of it again."""
+    cluster = replicated(nsqd_args=("--mem-queue-size=0",))  # what it accepted outlives kill -9 on disk
+    cluster.wait_connected()
+    origin = cluster.nsqds[0]
+    names = two_topics(cluster, topic)
+    for name in names:
+        mpub(origin, name, range(100))
+    old_address = origin.tcp_address
+    origin.kill()
+    adopted_everywhere(cluster, names, 100, survivors=(1, 2))
+    back = cluster.start(0, new_ports=True)
+    assert back.tcp_address != old_address
+    back.wait_for_log(rf"epoch \d+ of {old_address} was taken over by \S+: dropped the 400 messages", timeout=30)
+    assert sum(depths(cluster, 0, names).values()) == 0
