@@ -228,6 +228,13 @@ class EtcdProcess(DaemonProcess):
         return self
 
 
+def _keep_ports(daemon: DaemonProcess) -> None:
+    """A daemon started again listens where it listened (a replicated
+    nsqd's name is its address), ephemeral ports included."""
+    bound = {"--tcp-address=": daemon.tcp_address, "--http-address=": daemon.http_address}
+    daemon.args = [next((flag + bound[flag] for flag in bound if arg.startswith(flag)), arg) for arg in daemon.args]
+
+
 class LocalCluster:
     """nsqlookupd plus ``nsqd_count`` nsqd registered with it, on one machine,
     and (with ``nsqadmin``) nsqadmin over them.
@@ -290,6 +297,7 @@ class LocalCluster:
                     f"--lookupd-tcp-address={self.lookupd.tcp_address}",
                     *((f"--node-id={i + 1}", *replication) if replication else ()), *self.nsqd_args,
                 ], log_path=os.path.join(self.data_path, f"nsqd{i}.log")).start())
+                _keep_ports(self.nsqds[-1])
             if self.with_nsqadmin:
                 self.nsqadmin = DaemonProcess("nsqadmin", [
                     f"--http-address={host}:{self._port(4171)}",

@@ -4,7 +4,10 @@
 nsqd registered with it and nsqadmin over them (and etcd, replicated) in
 the foreground, prints where each is, and stops them all on Ctrl-C,
 SIGTERM or SIGHUP (the terminal closed); if it is killed outright, the
-daemons get SIGTERM from the kernel (see ``localcluster``).
+daemons get SIGTERM from the kernel (see ``localcluster``). An nsqd that
+dies leaves the others running, so that what a cluster does then (a
+survivor taking a replicated node's messages over) can be watched;
+``--restart`` starts it again.
 
 ``nsqpy spark-connect-server`` runs a Spark Connect server from the pyspark
 install whose Python workers are this Python, so they import nsqpy (the
@@ -48,11 +51,29 @@ def cluster(args) -> int:
         admin = f"; nsqadmin at {nodes.nsqadmin.http_url}/" if nodes.nsqadmin else ""
         print(f"cluster up: consumers use --lookupd-http-address={nodes.lookupd.http_address}{admin}; "
               "Ctrl-C stops it", flush=True)
+        gone: set[int] = set()  # nsqd (by index) that exited and were said so
         while True:
             dead = nodes.exited()
-            if dead is not None:
+            if dead is not None and dead not in nodes.nsqds:
                 print(f"nsqpy cluster: {dead.program} exited with {dead.process.returncode}; stopping the "
                       f"others. Its last lines:\n" + "\n".join(list(dead.log_lines)[-10:]), file=sys.stderr)
+                return 1
+            for index, nsqd in enumerate(nodes.nsqds):
+                if nsqd.process.poll() is None or index in gone:
+                    continue
+                gone.add(index)
+                print(f"nsqpy cluster: nsqd{index} exited with {nsqd.process.returncode}; the others keep "
+                      f"running ({_what_follows(args)})", file=sys.stderr, flush=True)
+                if args.restart:
+                    try:
+                        nsqd.start()
+                    except (RuntimeError, TimeoutError) as error:
+                        print(f"nsqpy cluster: nsqd{index} did not start again: {error}", file=sys.stderr)
+                        continue
+                    gone.discard(index)
+                    print(f"nsqpy cluster: nsqd{index} started again, pid {nsqd.process.pid}", flush=True)
+            if len(gone) == len(nodes.nsqds):
+                print("nsqpy cluster: every nsqd exited; stopping the others", file=sys.stderr)
                 return 1
             time.sleep(0.5)
     except _Stop:
@@ -64,6 +85,13 @@ def cluster(args) -> int:
         nodes.stop()
         if nodes.processes:
             print("cluster stopped", flush=True)
+
+
+def _what_follows(args) -> str:
+    restart = "it starts again now" if args.restart else "nsqpy cluster --restart starts a dead nsqd again"
+    if args.replication_factor > 1:
+        return f"a survivor delivers the messages it held; {restart}"
+    return f"its messages wait in its data dir; {restart}"
 
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -105,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--no-nsqadmin", action="store_true", help="do not start nsqadmin (it listens on port 4171)")
     run.add_argument("--replication-factor", type=int, default=1,
                      help="2 or 3: start etcd too, and every nsqd replicates each message to that many nodes")
+    run.add_argument("--restart", action="store_true", help="start an nsqd that exits again, on the same ports")
     connect = commands.add_parser("spark-connect-server", help="run a Spark Connect server whose Python "
                                   "workers can run nsqpy's source and sink", formatter_class=GoDefaultsFormatter)
     connect.add_argument("--master", default="local[*]", help="Spark master the server runs its jobs on")
