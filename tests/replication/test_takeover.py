@@ -245,3 +245,26 @@ def test_a_clean_stop_keeps_the_copies_it_holds_for_others(replicated, topic):
     for (name, _), reader in readers.items():
         reader.wait_for({body for body in sent if (int(body[1:]) < 100) == (name == names[0])},
                         timeout=TAKEOVER_WINDOW)
+
+
+def test_an_origin_killed_with_its_only_replica_is_named_loudly(replicated, topic):
+    """R=2, and the origin dies together with the peer holding its copies:
+    nothing can save those messages, but the survivor says so in one line
+    and counts it per origin, instead of a bare 'lost peer'."""
+    cluster = replicated()
+    cluster.wait_connected()
+    origin, replica = cluster.nsqds[0], cluster.nsqds[1]
+    names = [f"{topic[:60]}_{suffix}" for suffix in "ab"]
+    for name in names:
+        cluster.create_channel(name, "ch")
+        mpub(origin, name, range(100))
+    assert held_for(cluster, 1, origin) == [200]
+    epoch = cluster.stats(0)["replication"]["epoch"]
+    origin.process.kill()
+    replica.process.kill()
+    survivor = cluster.nsqds[2]
+    survivor.wait_for_log(rf"{origin.tcp_address} epoch {epoch} left the cluster together with "
+                          rf"{replica.tcp_address}, every peer that held its copies", timeout=TAKEOVER_WINDOW)
+    _, _, body = http("GET", f"{survivor.http_url}/metrics")
+    assert f'nsqd_replication_lost_epochs_total{{origin="{origin.tcp_address}"}} 1.0' in body.decode()
+    assert cluster.stats(2)["replication"]["lost_epochs"] == [{"origin": origin.tcp_address, "epochs": 1}]

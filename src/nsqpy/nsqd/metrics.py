@@ -94,8 +94,14 @@ class NsqdCollector:
         yield CounterMetricFamily("nsqd_replication_adopted_messages", "Messages taken over from dead nsqd.",
                                   value=stats["adopted_messages"])
         yield CounterMetricFamily("nsqd_replication_under_replicated_messages",
-                                  "Message copies acknowledged without a peer to hold them.",
+                                  "Messages held by fewer nsqd than --replication-factor asks for.",
                                   value=stats["under_replicated_messages"])
+        lost = CounterMetricFamily("nsqd_replication_lost_epochs", "Epochs of an nsqd that left the cluster "
+                                   "together with every peer holding its copies, taken over by nobody.",
+                                   labels=["origin"])
+        for entry in stats["lost_epochs"]:
+            lost.add_metric([entry["origin"]], entry["epochs"])
+        yield lost
         connected = GaugeMetricFamily("nsqd_replication_peer_connected", "1 while the link to the peer is up.",
                                       labels=["peer"])
         lag_messages = GaugeMetricFamily("nsqd_replication_peer_lag_messages",

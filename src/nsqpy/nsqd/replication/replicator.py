@@ -23,6 +23,7 @@ from ...protocol.commands import encode_mpub_body
 from ...protocol.replication import (CHANNEL, PAUSED, RESET, ReplicationError, UnsignedBatch, done_record,
                                      event_record, published_record, read_records, signed_by_member)
 from ..tls import peer_context
+from .departures import Departures
 from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink
 from .membership import AddressTaken, Membership
@@ -65,6 +66,9 @@ class Replicator:
         self.adopted = 0
         self._adopted: dict[tuple[str, int], set[tuple[str, bytes]]] = {}  # (topic, id) adopted per epoch taken over
         self.under_replicated = 0
+        # origins that died with every peer holding their copies (departures.py)
+        self._departures = Departures(self.factor - 1, grace=2 * self.lease_ttl + WATCH_INTERVAL)
+        self.lost: dict[str, int] = {}  # origin -> epochs lost with their replicas
         self.etcd_ok = False
         self.logs: ShadowLogs | None = None  # --replication-ack=disk: the shadows' logs
         self._acks: Acks | None = None
@@ -282,6 +286,14 @@ class Replicator:
         for key, shadow in list(self.shadows.items()):
             if key not in live and shadow.created <= started and key[0] != self.node:
                 await self._take_over(shadow)
+        if self.epoch:
+            self._departures.look({**dict(live), self.node: self.epoch})
+        for node, epoch, replicas in self._departures.due():
+            if await self.membership.owner(node, epoch) is None:
+                self.lost[node] = self.lost.get(node, 0) + 1
+                self.log.error("REPLICATION: %s epoch %d left the cluster together with %s, every peer that "
+                               "held its copies, and nobody took it over: what it acknowledged is lost unless "
+                               "it comes back with its data dir", node, epoch, " and ".join(replicas))
 
     async def _take_over(self, shadow: Shadow) -> None:
         key = (shadow.origin, shadow.epoch)
@@ -600,6 +612,7 @@ class Replicator:
             "takeovers": self.takeovers,
             "adopted_messages": self.adopted,
             "under_replicated_messages": self.under_replicated,
+            "lost_epochs": [{"origin": origin, "epochs": count} for origin, count in sorted(self.lost.items())],
         }
 
 

@@ -1,0 +1,53 @@
+"""Origins that died together with every peer that held their copies.
+
+A takeover needs a survivor holding a shadow. When an origin and all of
+its successors leave the members at once (two nodes killed together
+with R=2), nobody holds its copies and nobody claims it: what it had
+acknowledged is gone unless it comes back with its data dir. Nothing
+else would say so, so every survivor watches departures and, once a
+takeover had its time, says it loudly and counts it.
+"""
+
+import time
+
+
+def successors(node: str, members: set[str], count: int) -> list[str]:
+    """The ``count`` members after ``node`` in the order of node names,
+    wrapping around: where ``node`` sends its copies."""
+    ordered = sorted(members - {node})
+    return ([other for other in ordered if other > node] + [other for other in ordered if other < node])[:count]
+
+
+class Departures:
+    """Epochs that left the members, kept for ``grace`` seconds (a
+    takeover's time, in which their replicas' leases end too, each at its
+    own moment): then those whose replicas all left as well are due."""
+
+    def __init__(self, copies: int, grace: float):
+        self.copies = copies  # R-1: how many successors hold an origin's copies
+        self.grace = grace
+        self._last: dict[str, int] = {}  # node -> epoch, as of the last look (this node included)
+        self._waiting: dict[tuple[str, int], tuple[float, dict[str, int]]] = {}  # -> (left at, its replicas)
+
+    def look(self, members: dict[str, int]) -> None:
+        """The members now (node -> epoch, this node included)."""
+        now = time.monotonic()
+        before, self._last = self._last, dict(members)
+        for node, epoch in before.items():
+            if members.get(node) != epoch:
+                replicas = {replica: before[replica] for replica in successors(node, set(before), self.copies)}
+                if replicas:
+                    self._waiting[(node, epoch)] = (now, replicas)
+
+    def due(self) -> list[tuple[str, int, list[str]]]:
+        """Origins whose grace has passed and whose replicas are all gone
+        as well: (node, epoch, those replicas), each once."""
+        now = time.monotonic()
+        found = []
+        for key, (left, replicas) in list(self._waiting.items()):
+            if now - left < self.grace:
+                continue
+            del self._waiting[key]
+            if all(self._last.get(replica) != epoch for replica, epoch in replicas.items()):
+                found.append((*key, sorted(replicas)))
+        return found
