@@ -32,9 +32,9 @@ class Acks:
     before it answered is replaced by the next successor, which gets a
     copy of everything held (Replicator._ring_changed), and answers for it."""
 
-    __slots__ = ("future", "required", "pending", "copies", "holders", "messages", "counted_short")
+    __slots__ = ("future", "required", "pending", "copies", "holders", "messages", "counted_short", "replaceable")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, required: int):
+    def __init__(self, loop: asyncio.AbstractEventLoop, required: int, replaceable: bool = True):
         self.future: asyncio.Future = loop.create_future()
         # a turn's publishes all wait on it, but adopted copies have no publisher to hear a failure
         self.future.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -44,6 +44,7 @@ class Acks:
         self.holders: set[str] = set()  # peers that were sent the messages
         self.messages = 0
         self.counted_short = False  # counted in under_replicated_messages already
+        self.replaceable = replaceable  # False: only the peers it was sent to can answer (a hand-over)
 
     def sent_to(self, holders: set[str]) -> None:
         self.holders = holders

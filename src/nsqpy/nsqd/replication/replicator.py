@@ -25,7 +25,7 @@ from ...protocol.replication import (CHANNEL, PAUSED, RESET, ReplicationError, U
 from ..tls import peer_context
 from .departures import Departures
 from .etcd import Etcd, EtcdUnavailable
-from .links import Acks, PeerLink
+from .links import Acks, PeerLink, ReplicationShort
 from .membership import AddressTaken, Membership
 from .shadow import Shadow
 from .shadowlog import ShadowLogs
@@ -35,6 +35,7 @@ from .takeover import adopt, let_go
 EPOCH_FILE = "nsqd.replication.json"
 NODE_NAME = re.compile(r"[A-Za-z0-9.\-]{1,253}:[0-9]{1,5}")  # a broadcast host:port, as nodes name themselves
 WATCH_INTERVAL = 0.5  # how often the members are read: a takeover starts this long after a lease ends
+HAND_OVER_WAIT = 60.0  # how long a hand-over waits for its new owner to confirm it holds the copies
 LINKS_WAIT = 2.0  # how long a starting node waits for its links to its successors before it listens
 SETTLE_WAIT = 3.0  # after a crash, how long a restarted node waits for a survivor to claim what it had
 ADOPTIONS_KEPT = 64  # epochs taken over whose ids are kept, so a late hand-over adopts only what is new
@@ -247,21 +248,21 @@ class Replicator:
         owner = await self.membership.claim(self.node, epoch)
         # a node that was frozen finds its links closed for silence: the owner is dialled again
         link = await self._ready_link(owner, self.lease_ttl) if owner != self.node else None
-        if owner != self.node and link is None:
-            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, which cannot be reached: "
-                           "keeping the messages held here (both may deliver some)", epoch, owner)
-        elif owner != self.node:
-            # what this node accepted after the survivor's copy was made goes there too; the
-            # survivor adopts what it lacks, and this node lets all of it go
-            for record, count in owed_records(self.nsqd):
-                link.writer.add(record, count)
-            self._flush()
-            dropped = let_go(self.nsqd)
-            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over: handed it and dropped "
-                           "the %d messages held here", epoch, owner, dropped)
-        else:
+        if owner == self.node:
             self.log.error("REPLICATION: lease of epoch %d ended; nobody took it over: keeping its messages",
                            epoch)
+        elif link is None:
+            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, which cannot be reached: "
+                           "keeping the messages held here (both may deliver some)", epoch, owner)
+        elif not await self._confirmed(link, self.node, epoch, (record for record, _ in owed_records(self.nsqd))):
+            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, but did not confirm what "
+                           "was handed to it: keeping the messages held here (both may deliver some)", epoch, owner)
+        else:
+            # what this node accepted after the survivor's copy was made went there too; the
+            # survivor adopts what it lacks, and this node lets all of it go
+            dropped = let_go(self.nsqd)
+            self.log.error("REPLICATION: lease of epoch %d ended and %s took it over: handed it and dropped "
+                           "the %d messages held here once it confirmed them", epoch, owner, dropped)
         self.membership.epoch = 0
         await self._join()
 
@@ -306,15 +307,17 @@ class Replicator:
                           shadow.origin, shadow.epoch, len(shadow))
             self._forget(key)
         elif owner != self.node:
-            self._hand_over(shadow, owner)
-            self._forget(key)
+            await self._hand_over(shadow, owner)
         else:
             began = time.monotonic()
             first = key not in self._adopted
             done = self._adopted.setdefault(key, set())
             while len(self._adopted) > ADOPTIONS_KEPT:
                 del self._adopted[next(iter(self._adopted))]
-            count = adopt(self.nsqd, shadow, self._replicate_adopted, done)
+            # taken out first: batches that come for this epoch meanwhile (a hand-over) build a
+            # new shadow, adopted at a later look for what this one lacked
+            self.shadows.pop(key, None)
+            count = await adopt(self.nsqd, shadow, self._replicate_adopted, done)
             self._forget(key)
             if count:
                 self.takeovers += first
@@ -327,20 +330,53 @@ class Replicator:
         if self.logs is not None:
             self.logs.remove(*key)
 
-    def _hand_over(self, shadow: Shadow, owner: str) -> None:
+    async def _hand_over(self, shadow: Shadow, owner: str) -> None:
         """Another survivor took the epoch over: it gets the copies held
         here too, and adopts those it lacks (an origin's successors change
-        with the members, so two peers may hold different parts of it)."""
+        with the members, so two peers may hold different parts of it).
+        They are dropped here once the owner has said it holds them, and
+        kept (handed over again at the next look) until then."""
+        key = (shadow.origin, shadow.epoch)
         link = self.links.get(owner)
         if link is None or not link.ready:
-            self.log.error("REPLICATION: %s epoch %d was taken over by %s, which is not connected: %d copies "
-                           "held here are dropped", shadow.origin, shadow.epoch, owner, len(shadow))
+            self._peer_trouble.error(f"REPLICATION: {shadow.origin} epoch {shadow.epoch} was taken over by "
+                                     f"{owner}, which is not connected: keeping the {len(shadow)} copies held "
+                                     "here until it is")
             return
+        self.shadows.pop(key, None)  # unchanged while it is handed over
+        count = len(shadow)
+        if await self._confirmed(link, shadow.origin, shadow.epoch, shadow.payload_slices()):
+            self._forget(key)
+            self.log.info("REPLICATION: %s epoch %d was taken over by %s: handed it the %d copies held here",
+                          shadow.origin, shadow.epoch, owner, count)
+        else:
+            self.shadows.setdefault(key, shadow)
+            self.log.error("REPLICATION: %s epoch %d was taken over by %s, which did not confirm the %d copies "
+                           "handed to it: keeping them, to hand over again", shadow.origin, shadow.epoch, owner,
+                           count)
+
+    async def _confirmed(self, link: PeerLink, origin: str, epoch: int, payloads) -> bool:
+        """Each of ``payloads`` to ``link`` as a batch of ``origin``'s
+        ``epoch``, one per event-loop turn; True once the peer has said OK
+        to the last (the peer answers in order: to all of them)."""
         self._flush()  # what the link holds of this node's own epoch goes first, under it
-        link.writer.add(shadow.as_payload())
-        link.send(shadow.origin, shadow.epoch, [])
-        self.log.info("REPLICATION: %s epoch %d was taken over by %s: handed it the %d copies held here",
-                      shadow.origin, shadow.epoch, owner, len(shadow))
+        acks = Acks(self.nsqd.loop, 1, replaceable=False)
+        acks.sent_to({link.node})
+        payload = next(payloads, None)
+        while payload is not None:
+            following = next(payloads, None)
+            link.writer.add(payload)
+            if not link.send(origin, epoch, [] if following is not None else [acks]):
+                return False
+            payload = following
+            await asyncio.sleep(0)
+        if acks.pending:  # nothing to send: held already
+            acks.acked()
+        try:
+            await asyncio.wait_for(asyncio.shield(acks.future), HAND_OVER_WAIT)
+        except (ReplicationShort, asyncio.TimeoutError):
+            return False
+        return True
 
     # --- links to the peers --------------------------------------------------------------------
 
@@ -425,6 +461,9 @@ class Replicator:
         instead with its next batch; without one, a copy fewer."""
         if acks.future.done():
             return
+        if not acks.replaceable:
+            acks.short()
+            return
         spare = next((link for link in self._ring if link.node not in acks.holders), None)
         if spare is None:
             self._count_short(acks)
@@ -496,9 +535,10 @@ class Replicator:
         """An MPUB's messages were queued on ``topic``: its body goes on as it came."""
         self._published(published_record(topic, timestamp, 0, ids, body, channels), len(ids))
 
-    def _replicate_adopted(self, topic: str, message, channels: tuple[str, ...]) -> None:
-        self._published(published_record(topic, message.timestamp, 0, [message.id],
-                                         encode_mpub_body([message.body]), channels), 1)
+    def _replicate_adopted(self, topic: str, messages: list, channels: tuple[str, ...]) -> None:
+        """Messages of one timestamp adopted for ``channels``: copied on as one record."""
+        self._published(published_record(topic, messages[0].timestamp, 0, [m.id for m in messages],
+                                         encode_mpub_body([m.body for m in messages]), channels), len(messages))
 
     def _published(self, record: bytes, count: int) -> None:
         acks = self._acks

@@ -15,6 +15,7 @@ are done with, and others not yet, gets a set of its own.
 """
 
 import time
+from typing import Iterator
 
 from ...protocol.commands import encode_mpub_body
 from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, UNPAUSED, ChannelEvent, Done,
@@ -98,18 +99,16 @@ class ShadowTopic:
         """The topic's own queue was emptied at the origin."""
         self.messages = {key: copies for key, copies in self.messages.items() if copies.owed is not None}
 
-    def owed(self) -> list[tuple[bytes, bytes, int, float, set[str] | None]]:
-        """Every message still owed: (id, body, timestamp, deliver_at, channels or None), in publish order."""
-        bodies: dict[int, dict[bytes, bytes]] = {}  # per record: id -> body
-        found = []
+    def owed(self) -> Iterator[tuple[bytes, bytes, int, float, set[str] | None]]:
+        """Every message still owed: (id, body, timestamp, deliver_at,
+        channels or None), in publish order, as they are taken (the
+        topic must not change meanwhile)."""
+        current, by_id = None, {}  # the record being read: its id -> body (a record's ids come together)
         for message_id, copies in self.messages.items():
             record = copies.record
-            by_id = bodies.get(id(copies))
-            if by_id is None:
-                by_id = bodies[id(copies)] = dict(zip(record.ids, split_bodies(record.bodies)))
-            found.append((message_id, by_id[message_id], record.timestamp, copies.deliver_at,
-                          copies.owed_by(message_id)))
-        return found
+            if copies is not current:
+                current, by_id = copies, dict(zip(record.ids, split_bodies(record.bodies)))
+            yield (message_id, by_id[message_id], record.timestamp, copies.deliver_at, copies.owed_by(message_id))
 
 
 class Shadow:
@@ -125,8 +124,13 @@ class Shadow:
         return sum(len(topic.messages) for topic in self.topics.values())
 
     def as_payload(self) -> bytes:
-        """Records that rebuild this shadow: for a survivor that won its
-        takeover, or a log rewritten (shadowlog.py)."""
+        """Records that rebuild this shadow: for a log rewritten (shadowlog.py)."""
+        return b"".join(self.payload_slices())
+
+    def payload_slices(self, messages: int = 5000) -> Iterator[bytes]:
+        """``as_payload`` in slices of about ``messages`` messages each, so
+        that a big shadow is handed over between other work (the shadow
+        must not change while they are taken)."""
         parts = []
         now = time.time()
         for name, topic in self.topics.items():
@@ -136,7 +140,11 @@ class Shadow:
                 defer_ms = max(0, int((deliver_at - now) * 1000)) if deliver_at else 0
                 parts.append(published_record(name, timestamp, defer_ms, [message_id], encode_mpub_body([body]),
                                               () if channels is None else tuple(sorted(channels))))
-        return b"".join(parts)
+                if len(parts) >= messages:
+                    yield b"".join(parts)
+                    parts = []
+        if parts:
+            yield b"".join(parts)
 
     def _topic(self, name: str) -> ShadowTopic:
         topic = self.topics.get(name)

@@ -2,6 +2,7 @@
 others: adopting a dead origin's shadow, and letting go of what a
 survivor took over."""
 
+import asyncio
 import time
 
 from ..bounds import QueueFull
@@ -10,43 +11,62 @@ from ..topic import TopicExiting
 from .shadow import Shadow
 
 
-def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[tuple[str, bytes]]) -> int:
+SLICE = 5000  # messages adopted per event-loop turn: between slices nsqd serves clients and renews its lease
+
+
+async def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[tuple[str, bytes]]) -> int:
     """Every message of ``shadow`` into this nsqd's topics and channels,
     owed to the channels the origin still owed it to (or waiting in the
-    topic, as it was there), deferred ones still deferred, a topic or
-    channel made here for them paused as it was there, but for those
-    in ``adopted_before`` ((topic, id) pairs: ids are unique per topic
-    only, as in NSQ; the adopted ones are added to it). ``replicate``
-    (topic, message, channels) gives each adopted copy to this node's own
-    peers. -> how many messages were adopted."""
+    topic, as it was there), deferred ones still deferred, channels paused
+    as they were there, but for those in ``adopted_before`` ((topic, id)
+    pairs: ids are unique per topic only, as in NSQ; the adopted ones are
+    added to it). ``replicate`` (topic, messages, channels) gives adopted
+    copies to this node's own peers. In slices of ``SLICE``, so that a
+    big backlog blocks nothing (the shadow must be this caller's alone
+    meanwhile). -> how many messages were adopted."""
     adopted = 0
     for name, shadow_topic in shadow.topics.items():
-        owed = [entry for entry in shadow_topic.owed() if (name, entry[0]) not in adopted_before]
-        if not owed:
-            continue
+        owed: list = []
         try:
-            _adopt_topic(nsqd, name, shadow_topic, owed, replicate)
+            _prepare_topic(nsqd, name, shadow_topic)
+            for entry in shadow_topic.owed():
+                if (name, entry[0]) in adopted_before:
+                    continue
+                owed.append(entry)
+                if len(owed) == SLICE:
+                    adopted += _adopt_slice(nsqd, name, owed, replicate, adopted_before)
+                    owed = []
+                    await asyncio.sleep(0)
+            adopted += _adopt_slice(nsqd, name, owed, replicate, adopted_before)
         except (TopicExiting, QueueFull, OSError) as error:
+            left = sum(1 for entry in shadow_topic.owed() if (name, entry[0]) not in adopted_before)
             nsqd.log.error("REPLICATION: TOPIC(%s): %d messages of %s epoch %d could not be taken over: %s",
-                           name, len(owed), shadow.origin, shadow.epoch, error or "exiting")
-            continue
-        adopted_before.update((name, entry[0]) for entry in owed)
-        adopted += len(owed)
+                           name, left, shadow.origin, shadow.epoch, error or "exiting")
     return adopted
 
 
-def _adopt_topic(nsqd, name: str, shadow_topic, owed: list, replicate) -> None:
-    now = time.time()
-    new_topic = name not in nsqd.topics
+def _prepare_topic(nsqd, name: str, shadow_topic) -> None:
+    """The topic and the channels the origin had, paused as they were
+    there: the operator paused them at the origin, and its messages are
+    delivered from here now."""
     topic = nsqd.get_topic(name)
-    if new_topic and "" in shadow_topic.paused:
+    if "" in shadow_topic.paused and not topic.paused:
         topic.pause()
+        nsqd.log.warning("REPLICATION: TOPIC(%s): paused, as it was where its messages come from", name)
     for channel_name in sorted(shadow_topic.channels):
-        if channel_name not in topic.channels and channel_name in shadow_topic.paused:
-            topic.get_channel(channel_name).pause()  # paused where it was, not here: paused here too
-        topic.get_channel(channel_name)
+        channel = topic.get_channel(channel_name)
+        if channel_name in shadow_topic.paused and not channel.paused:
+            channel.pause()
+            nsqd.log.warning("REPLICATION: TOPIC(%s): CHANNEL(%s): paused, as it was where its messages come "
+                             "from", name, channel_name)
+
+
+def _adopt_slice(nsqd, name: str, owed: list, replicate, adopted_before: set) -> int:
+    now = time.time()
+    topic = nsqd.get_topic(name)
     waiting: list[Message] = []
     due: dict[str, list[Message]] = {}
+    copies: dict[tuple, list[Message]] = {}  # what this node's peers get: per channels and timestamp
     for message_id, body, timestamp, deliver_at, channels in owed:
         if channels is None:
             waiting.append(Message(message_id, body, timestamp))
@@ -57,11 +77,15 @@ def _adopt_topic(nsqd, name: str, shadow_topic, owed: list, replicate) -> None:
                 topic.get_channel(channel_name).put_deferred(copy, deliver_at - now)
             else:
                 due.setdefault(channel_name, []).append(copy)
-        replicate(name, Message(message_id, body, timestamp), tuple(sorted(channels)))
+        copies.setdefault((tuple(sorted(channels)), timestamp), []).append(Message(message_id, body, timestamp))
     for channel_name, messages in due.items():
         topic.get_channel(channel_name).put_many(messages)
+    for (channels, _), messages in copies.items():
+        replicate(name, messages, channels)
     if waiting:  # published again into the topic, ids kept (replicated by the topic)
         topic.publish([m.body for m in waiting], waiting[0].timestamp, 0.0, [m.id for m in waiting])
+    adopted_before.update((name, entry[0]) for entry in owed)
+    return len(owed)
 
 
 def let_go(nsqd) -> int:
