@@ -33,6 +33,11 @@ def test_one_command_starts_etcd_and_a_replicated_cluster_that_operators_can_wat
 
         peer = http_json("GET", f"{http1}/stats?format=json")[1]["replication"]
         assert [(s["origin"], s["messages"]) for s in peer["shadows"]] == [(tcp0, 1)]
+        _, _, text = http("GET", f"{http0}/stats")
+        assert re.search(rf"^Replication: node {tcp0} epoch \d+ factor 2 etcd ok takeovers 0 ".encode(), text, re.M)
+        assert re.search(rf"^    peer {tcp1} +connected replica sent: 1 ".encode(), text, re.M)
+        _, _, text = http("GET", f"{http1}/stats")
+        assert re.search(rf"^    holds 1 copies for {tcp0} epoch \d+$".encode(), text, re.M)
         _, _, metrics = http("GET", f"{http0}/metrics")
         assert f'nsqd_replication_peer_connected{{peer="{tcp1}"}} 1.0' in metrics.decode()
 

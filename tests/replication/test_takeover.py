@@ -193,6 +193,7 @@ def test_publishes_go_on_while_etcd_is_down_and_nothing_is_lost(replicated, topi
     publisher.wait_for(r"acked 10000", timeout=120)  # still acknowledged, with the peers already connected
     cluster.etcd.start()
     wait_until(lambda: all(cluster.stats(i)["replication"]["etcd_ok"] for i in range(3)), timeout=30)
+    cluster.nsqds[0].wait_for_log("REPLICATION: etcd answers again")
     acked = acknowledged(publisher)
     reader.wait_for(acked, timeout=TAKEOVER_WINDOW)
     assert all(cluster.stats(i)["replication"]["takeovers"] == 0 for i in range(3))

@@ -209,6 +209,22 @@ def _client_line(c: dict) -> str:
     )
 
 
+def _replication_lines(r: dict) -> list[str]:
+    """A replicated nsqd's state, as the JSON's ``replication`` says it."""
+    lines = [f"Replication: node {r['node']} epoch {r['epoch']} factor {r['replication_factor']} "
+             f"etcd {'ok' if r['etcd_ok'] else 'UNAVAILABLE'} takeovers {r['takeovers']} "
+             f"adopted {r['adopted_messages']} under-replicated {r['under_replicated_messages']}"]
+    for p in r["peers"]:
+        lines.append(f"    peer {p['node']:<21} {'connected' if p['connected'] else 'DISCONNECTED'}"
+                     f"{' replica' if p['replica'] else ''} sent: {p['sent_messages']:<8} "
+                     f"lag: {p['lag_messages']} msgs {p['lag_ms']:.0f}ms")
+    for shadow in r["shadows"]:
+        lines.append(f"    holds {shadow['messages']} copies for {shadow['origin']} epoch {shadow['epoch']}")
+    for lost in r["lost_epochs"]:
+        lines.append(f"    LOST {lost['epochs']} epoch(s) of {lost['origin']} with every peer holding its copies")
+    return [*lines, ""]
+
+
 def render_text(data: dict, version_line: str) -> str:
     lines = [
         version_line,
@@ -218,6 +234,9 @@ def render_text(data: dict, version_line: str) -> str:
         f"Health: {data['health']}",
         "",
     ]
+    replication = data.get("replication")
+    if replication:
+        lines.extend(_replication_lines(replication))
     memory = data.get("memory")
     if memory:
         lines.append("Memory:")

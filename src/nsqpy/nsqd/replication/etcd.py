@@ -23,6 +23,13 @@ class EtcdUnavailable(Exception):
     """No endpoint answered (or every one answered with an error)."""
 
 
+def _describe(error: Exception) -> str:
+    """What went wrong, in words: some errors' text is empty or a lone
+    bracket (a disconnect in the middle of an answer)."""
+    text = str(error).strip()
+    return text if any(c.isalpha() for c in text) else type(error).__name__
+
+
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode("ascii")
 
@@ -67,7 +74,7 @@ class Etcd:
                     self._preferred = index
                     return answer
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:
-                errors.append(f"{url}: {error or type(error).__name__}")
+                errors.append(f"{url}: {_describe(error)}")
             except EtcdUnavailable as error:
                 errors.append(str(error))
         raise EtcdUnavailable("; ".join(errors))

@@ -230,6 +230,8 @@ class Replicator:
                     await self._join()
                 elif not await self.membership.renew():
                     await self._fenced()
+                if not self.etcd_ok:
+                    self.log.info("REPLICATION: etcd answers again")
                 self.etcd_ok = True
             except EtcdUnavailable as error:
                 self.etcd_ok = False
