@@ -56,6 +56,28 @@ def test_exclude_leaves_out_nodes_already_holding_a_copy():
     assert pool.choose("t", taken) is None
 
 
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_the_copies_of_publishes_with_replicas_spread_evenly(replicas):
+    """Each copy of a publish takes the next node not holding one: every
+    node holds replicas/3 of the copies (34/66/100 of 100 before, with 2)."""
+    pool = NodePool(NODES)
+    held = dict.fromkeys(NODES, 0)
+    for _ in range(99):
+        taken: set = set()
+        for _ in range(replicas):
+            node = pool.choose("t", taken)
+            taken.add(node)
+            held[node.address] += 1
+    assert sorted(held.values()) == [99 * replicas // 3] * 3
+
+
+def test_a_node_that_is_down_leaves_its_share_to_all_the_others():
+    pool = NodePool(["a:4150", "b:4150", "c:4150", "d:4150"])
+    pool.failed(pool.nodes["b:4150"], "down")
+    picks = chosen(pool, 30)
+    assert sorted(picks.count(address) for address in ("a:4150", "c:4150", "d:4150")) == [10, 10, 10]
+
+
 def test_sticky_keeps_a_topic_on_its_node_while_it_is_up():
     pool = NodePool(NODES, sticky=True)
     first = pool.choose("orders").address

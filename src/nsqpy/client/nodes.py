@@ -79,13 +79,18 @@ class NodePool:
             node = self._topic_node.get(topic)
             if node is not None and node.up and node not in exclude and node.address in self.nodes:
                 return node
-        candidates = [node for node in self.nodes.values() if node.up and node not in exclude]
+        # the nodes in turn, from the one after the last chosen: each copy of a publish with
+        # replicas takes the next node, and a node that is down or holds a copy is passed over
+        # without its share falling to its neighbour
+        nodes = list(self.nodes.values())
+        if not nodes:
+            return None
+        start = self._turn % len(nodes)
+        candidates = [node for node in nodes[start:] + nodes[:start] if node.up and node not in exclude]
         if not candidates:
             return None
-        turn = self._turn % len(candidates)
-        self._turn += 1
-        rotated = candidates[turn:] + candidates[:turn]
-        node = min(rotated, key=lambda n: n.pending) if self.strategy == "least-pending" else rotated[0]
+        node = min(candidates, key=lambda n: n.pending) if self.strategy == "least-pending" else candidates[0]
+        self._turn = nodes.index(node) + 1
         if self.sticky:
             self._topic_node[topic] = node
         return node
