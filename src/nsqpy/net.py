@@ -23,6 +23,14 @@ def split_host_port(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def peer_host_port(address: str) -> tuple[str, int]:
+    """A peer to reach: ``host:port`` with both parts, or ValueError naming the value."""
+    host, port = split_host_port(address)
+    if not host:
+        raise ValueError(f"{address!r} names no host")
+    return host, port
+
+
 def is_unix_address(address: str) -> bool:
     """NSQ treats a listen address that is not host:port as a unix socket path."""
     _, sep, port = address.rpartition(":")

@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import re
 import signal
 
 import pytest
@@ -86,6 +87,43 @@ def test_publishes_are_spread_over_every_node_found_through_lookupd(cluster, top
     assert sum(counts) == 32 + 1 and min(counts) >= 10  # round-robin: one publish each in turn
     assert sorted(stats) == sorted(daemon.tcp_address for daemon in cluster.nodes)
     assert sum(node.published for node in stats.values()) == 32
+
+
+def test_the_two_copies_of_each_publish_spread_evenly_over_three_nodes(cluster, topic):
+    for _ in range(3):
+        cluster.start()
+
+    async def main():
+        async with Producer([d.tcp_address for d in cluster.nodes], replicas=2) as producer:
+            for i in range(99):
+                await producer.publish(topic, b"%d" % i)
+
+    run(main())
+    assert [topic_count(daemon, topic) for daemon in cluster.nodes] == [66, 66, 66]
+
+
+@pytest.mark.parametrize("bad", ["bad topic", "two\nlines", "", "t" * 65, "a/b"])
+def test_a_bad_topic_name_is_refused_before_anything_is_sent(cluster, topic, bad):
+    """Not published to another topic ("bad topic" would land in "bad"),
+    nor read by nsqd as a body size: one error naming the value."""
+    node = cluster.start()
+    with SyncProducer(node.tcp_address) as producer:
+        for publish in (lambda: producer.publish(bad, b"x"), lambda: producer.multi_publish(bad, [b"x"]),
+                        lambda: producer.deferred_publish(bad, 1, b"x")):
+            with pytest.raises(ValueError, match=f"invalid topic name {re.escape(repr(bad))}: 1-64 characters"):
+                publish()
+    assert http_json("GET", f"{node.http_url}/stats?format=json")[1]["topics"] == []
+
+
+@pytest.mark.parametrize("address, reason", [
+    ("127.0.0.1", "nsqd address '127.0.0.1' is not host:port (e.g. 127.0.0.1:4150)"),
+    ("127.0.0.1:99999", "nsqd address '127.0.0.1:99999': port 99999 is out of range (0-65535) (e.g. 127.0.0.1:4150)"),
+])
+def test_an_nsqd_address_without_a_port_is_refused_in_one_exception(address, reason):
+    for make in (lambda: Producer(address), lambda: SyncProducer([address, "127.0.0.1:4150"])):
+        with pytest.raises(ValueError) as refused:
+            make()
+        assert str(refused.value) == reason
 
 
 def test_kill_9_of_a_node_under_steady_publishing_reaches_no_caller(cluster, topic, tmp_path):

@@ -113,3 +113,27 @@ def test_go_flag_styles_and_consumer_opts_reach_nsqd(nsqd, topic, start_tool):
     assert client["user_agent"].startswith("nsq_tail/1.3.0 nsqpy/")
     eventually(lambda: tail.stdout == f"{topic} | one\n".encode())
     assert tail.stop() == 0
+
+
+ADDRESSED = {  # a tool's flags but one address flag, and that flag
+    "nsq_tail": (["--topic=t"], "--nsqd-tcp-address"),
+    "nsq_to_file": (["--topic=t", "--output-dir=/tmp"], "--nsqd-tcp-address"),
+    "nsq_to_http": (["--topic=t", "--post=http://127.0.0.1:9/"], "--lookupd-http-address"),
+    "nsq_to_nsq": (["--topic=t", "--nsqd-tcp-address=127.0.0.1:9"], "--destination-nsqd-tcp-address"),
+    "nsq_stat": (["--topic=t"], "--lookupd-http-address"),
+    "to_nsq": (["--topic=t"], "--nsqd-tcp-address"),
+}
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("address, reason", [
+    ("127.0.0.1", "'127.0.0.1' is not host:port"),
+    ("127.0.0.1:99999", "'127.0.0.1:99999': port 99999 is out of range (0-65535)"),
+    ("127.0.0.1:http", "'127.0.0.1:http' is not host:port"),
+    (":4150", "':4150' names no host"),
+])
+def test_an_address_without_a_usable_host_and_port_is_one_line(tool, address, reason, capsys):
+    args, flag = ADDRESSED[tool]
+    code, _, err = run_in_process(capsys, tool, *args, f"{flag}={address}")
+    assert code == 2, err
+    assert err.strip().splitlines() == [f"{tool}: {flag}: {reason} (e.g. 127.0.0.1:4150)"], err

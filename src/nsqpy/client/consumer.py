@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, overload
 
 from ..protocol import commands
 from ..protocol.dedupkey import split_key
-from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from ..protocol.names import check_name
 from .config import Config
 from .conn import Connection
 from .dedup import DELIVER, DROP, DedupWindow
@@ -96,10 +96,8 @@ class Consumer:
         ``(timestamp, attempts, id, body)`` tuples, and answers them by id
         (``finish_ids``, ``requeue_ids``, ``touch_ids``), each exactly once:
         no ``Message`` per message, no workers, no max_attempts or dedup."""
-        if not is_valid_topic_name(topic):
-            raise ValueError(f"invalid topic name {topic!r}")
-        if not is_valid_channel_name(channel):
-            raise ValueError(f"invalid channel name {channel!r}")
+        check_name("topic", topic)
+        check_name("channel", channel)
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 (got {concurrency})")
         # a window is tested for None, never for truth: an empty one has length 0

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
+from ..net import peer_host_port
 from ..protocol import commands
 from ..protocol.dedupkey import with_key
+from ..protocol.names import check_name
 from .config import Config
 from .conn import Connection
 from .discovery import list_nodes
@@ -73,6 +75,11 @@ class Producer:
         self._lookupds = list(lookupd_http_addresses)
         if not self._addresses and not self._lookupds:
             raise ValueError("Producer needs nsqd addresses or lookupd_http_addresses")
+        for address in self._addresses:
+            try:
+                peer_host_port(address)
+            except ValueError as error:
+                raise ValueError(f"nsqd address {error} (e.g. 127.0.0.1:4150)") from None
         if replicas < 1:
             raise ValueError(f"replicas must be >= 1 (got {replicas})")
         quorum = replicas if quorum is None else quorum
@@ -120,15 +127,18 @@ class Producer:
     # replicas, those that acknowledged, comma-separated).
 
     async def publish(self, topic: str, body: bytes) -> str:
-        """PUB one message."""
+        """PUB one message. A topic name that is not NSQ's raises ValueError."""
+        check_name("topic", topic)
         return await self._send(topic, commands.pub(topic, self._keyed([body])[0]))
 
     async def multi_publish(self, topic: str, bodies: list[bytes]) -> str:
         """All or nothing on each node: nsqd queues every message or none."""
+        check_name("topic", topic)
         return await self._send(topic, commands.mpub(topic, self._keyed(bodies)))
 
     async def deferred_publish(self, topic: str, delay: float, body: bytes) -> str:
         """Deliver after ``delay`` seconds (whole milliseconds on the wire)."""
+        check_name("topic", topic)
         return await self._send(topic, commands.dpub(topic, int(delay * 1000), self._keyed([body])[0]))
 
     def stats(self) -> dict[str, NodeStats]:

@@ -6,6 +6,7 @@ EPHEMERAL_SUFFIX = "#ephemeral"
 MAX_NAME_LENGTH = 64
 
 _NAME = re.compile(r"[.a-zA-Z0-9_-]+(#ephemeral)?")
+RULE = "1-64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral"
 
 
 def is_valid_name(name: str) -> bool:
@@ -21,3 +22,12 @@ is_valid_channel_name = is_valid_name
 
 def is_ephemeral(name: str) -> bool:
     return name.endswith(EPHEMERAL_SUFFIX)
+
+
+def check_name(kind: str, name) -> None:
+    """Raise ValueError naming ``name`` and the rule, unless it is a legal
+    ``kind`` ("topic", "channel") name: go-nsq checks before sending, as
+    a name nsqd cannot parse is read as another (``"bad topic"`` as
+    ``bad``) or as a body size."""
+    if not isinstance(name, str) or not is_valid_name(name):
+        raise ValueError(f"invalid {kind} name {name!r}: {RULE}")

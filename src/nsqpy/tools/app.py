@@ -13,6 +13,8 @@ import os
 import signal
 import sys
 
+from ..net import peer_host_port
+from ..options import option_specs
 from ..version import __version__, version_line
 from ..eventloop import new_event_loop
 from ..logs import setup_logging
@@ -46,12 +48,33 @@ def setup_tool_logging(program: str, level: str = "info", prefix: str | None = N
     return log
 
 
+def check_addresses(options) -> None:
+    """Every address a tool is given to reach (the flags that list them:
+    ``--nsqd-tcp-address``, ``--lookupd-http-address``...) is ``host:port``
+    (an HTTP one may start with ``http://`` or ``https://``): refused in
+    one line before anything starts, not by a traceback at the first connect."""
+    for spec in option_specs(type(options)):
+        if not spec.field.endswith("_addresses"):
+            continue
+        for address in getattr(options, spec.field):
+            hostport = address.split("://", 1)[1] if "_http_" in spec.field and "://" in address else address
+            try:
+                peer_host_port(hostport.rstrip("/"))
+            except ValueError as error:
+                raise UsageError(f"--{spec.flag}: {error} (e.g. 127.0.0.1:4150)") from None
+
+
 def run_tool(program: str, parsed, run) -> int:
     """``parsed`` is what ``cli.flags.parse_options`` returned: (options, show_version)."""
     options, show_version = parsed
     if show_version:
         print(version_line(program))
         return 0
+    try:
+        check_addresses(options)
+    except UsageError as error:
+        print(f"{program}: {error}", file=sys.stderr, flush=True)
+        return error.status
     log = setup_tool_logging(program, getattr(options, "log_level", "info"),
                              getattr(options, "log_prefix", None))
     loop = new_event_loop()

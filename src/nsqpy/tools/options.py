@@ -3,7 +3,7 @@
 import dataclasses
 
 from ..options import option
-from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from ..protocol.names import RULE, is_valid_channel_name, is_valid_topic_name
 from .app import ToolError
 
 
@@ -30,7 +30,7 @@ def check_sources(options: SourceOptions) -> None:
 
 def invalid_name(flag: str, name: str) -> str:
     """The line that refuses a topic or channel name, with the rule it broke."""
-    return f"{flag} {name!r} is invalid (1-64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral)"
+    return f"{flag} {name!r} is invalid ({RULE})"
 
 
 def check_names(topics: list[str], channel: str) -> None:
