@@ -322,9 +322,10 @@ class LocalCluster:
         return lines
 
     def exited(self) -> DaemonProcess | None:
-        """A daemon that exited by itself, if any."""
+        """A daemon other than an nsqd that exited by itself, if any (an
+        nsqd may die and the cluster go on: see ``nsqpy cluster``)."""
         for daemon in self.processes:
-            if daemon.process.poll() is not None:
+            if daemon not in self.nsqds and daemon.process.poll() is not None:
                 return daemon
         return None
 

@@ -54,7 +54,7 @@ def cluster(args) -> int:
         gone: set[int] = set()  # nsqd (by index) that exited and were said so
         while True:
             dead = nodes.exited()
-            if dead is not None and dead not in nodes.nsqds:
+            if dead is not None:
                 print(f"nsqpy cluster: {dead.program} exited with {dead.process.returncode}; stopping the "
                       f"others. Its last lines:\n" + "\n".join(list(dead.log_lines)[-10:]), file=sys.stderr)
                 return 1

@@ -10,6 +10,8 @@ takeover had its time, says it loudly and counts it.
 
 import time
 
+HORIZON = 10  # graces a departure is watched for: a replica's lease may end late on a busy etcd
+
 
 def successors(node: str, members: set[str], count: int) -> list[str]:
     """The ``count`` members after ``node`` in the order of node names,
@@ -19,19 +21,20 @@ def successors(node: str, members: set[str], count: int) -> list[str]:
 
 
 class Departures:
-    """Epochs that left the members, kept for ``grace`` seconds (a
-    takeover's time, in which their replicas' leases end too, each at its
-    own moment): then those whose replicas all left as well are due."""
+    """Epochs that left the members: once ``grace`` seconds have passed
+    (a takeover's time, in which their replicas' leases end too, each at
+    its own moment), those whose replicas all left as well are due."""
 
-    def __init__(self, copies: int, grace: float):
+    def __init__(self, copies: int, grace: float, clock=time.monotonic):
         self.copies = copies  # R-1: how many successors hold an origin's copies
         self.grace = grace
+        self._clock = clock
         self._last: dict[str, int] = {}  # node -> epoch, as of the last look (this node included)
         self._waiting: dict[tuple[str, int], tuple[float, dict[str, int]]] = {}  # -> (left at, its replicas)
 
     def look(self, members: dict[str, int]) -> None:
         """The members now (node -> epoch, this node included)."""
-        now = time.monotonic()
+        now = self._clock()
         before, self._last = self._last, dict(members)
         for node, epoch in before.items():
             if members.get(node) != epoch:
@@ -42,12 +45,14 @@ class Departures:
     def due(self) -> list[tuple[str, int, list[str]]]:
         """Origins whose grace has passed and whose replicas are all gone
         as well: (node, epoch, those replicas), each once."""
-        now = time.monotonic()
+        now = self._clock()
         found = []
         for key, (left, replicas) in list(self._waiting.items()):
             if now - left < self.grace:
                 continue
-            del self._waiting[key]
             if all(self._last.get(replica) != epoch for replica, epoch in replicas.items()):
                 found.append((*key, sorted(replicas)))
+                del self._waiting[key]
+            elif now - left > HORIZON * self.grace:  # a replica lived on: it took the origin over
+                del self._waiting[key]
         return found

@@ -73,7 +73,7 @@ class Acks:
 
 class PeerLink(asyncio.Protocol):
     def __init__(self, node: str, host: str, port: int, secret: bytes, tls: ssl.SSLContext | None, on_lost,
-                 on_ready, log):
+                 on_ready, trouble):
         """``tls``: peers require TLS (--tls-required): the link upgrades
         as any NSQ client does, IDENTIFY with ``tls_v1``, then the
         handshake and the peer's OK through it."""
@@ -84,7 +84,7 @@ class PeerLink(asyncio.Protocol):
         self.port = port
         self.on_lost = on_lost
         self.on_ready = on_ready
-        self.log = log
+        self.trouble = trouble  # a rate-limited log: a peer redialled every look may fail every look
         self.transport: asyncio.Transport | None = None
         self.frames = FrameReader()
         self.writer = BatchWriter()
@@ -126,8 +126,8 @@ class PeerLink(asyncio.Protocol):
             self.handshake = "tls"
             asyncio.get_running_loop().create_task(self._start_tls())
         else:
-            self.log.error("REPLICATION: peer %s does not offer TLS (it needs --tls-cert and --tls-key); closing",
-                           self.node)
+            self.trouble.error(f"REPLICATION: peer {self.node} does not offer TLS (it needs --tls-cert and "
+                               "--tls-key); closing")
             self.close()
 
     async def _start_tls(self) -> None:
@@ -136,20 +136,21 @@ class PeerLink(asyncio.Protocol):
                 self.transport = await asyncio.get_running_loop().start_tls(self.transport, self, self.tls,
                                                                             server_hostname=self.host)
         except (OSError, asyncio.TimeoutError, ssl.SSLError) as error:
-            self.log.error("REPLICATION: TLS with peer %s failed: %s; closing", self.node, error or "timeout")
+            self.trouble.error(f"REPLICATION: TLS with peer {self.node} failed: {error or 'timeout'}; closing")
             self.close()
+            self.on_lost(self, [])  # a handshake that failed may never report the connection lost
             return
         self.handshake = "confirm"
 
     def _refused(self, payload: bytes) -> None:
-        self.log.error("REPLICATION: peer %s refused: %s; closing", self.node, payload.decode("utf-8", "replace"))
+        self.trouble.error(f"REPLICATION: peer {self.node} refused: {payload.decode('utf-8', 'replace')}; closing")
         self.close()
 
     def data_received(self, data: bytes) -> None:
         try:
             frames = self.frames.feed(data)
         except Exception as error:  # a peer that does not speak V2
-            self.log.error("REPLICATION: peer %s: %s; closing", self.node, error)
+            self.trouble.error(f"REPLICATION: peer {self.node}: {error}; closing")
             self.close()
             return
         for frame_type, payload in frames:

@@ -52,16 +52,16 @@ class Membership:
         died at this address frees it once its lease ends, so the key is
         tried for a lease's time (and a little) before giving up.
         Raises ``AddressTaken``."""
-        lease = await self.etcd.grant(self.lease_ttl)
         key = self._member_key(self.node)
         deadline = time.monotonic() + self.lease_ttl + 1
         while True:
+            lease = await self.etcd.grant(self.lease_ttl)  # a fresh one each try: none ages while it waits
             created, holder = await self.etcd.create(key, json.dumps({**info, "epoch": lease}), lease=lease)
             if created:
                 self.epoch = lease
                 return lease
+            await self.etcd.revoke(lease)
             if time.monotonic() >= deadline:
-                await self.etcd.revoke(lease)
                 try:
                     registered = json.loads(holder)
                     raise AddressTaken(f"node id {registered['node_id']}, epoch {registered['epoch']}")
@@ -88,9 +88,12 @@ class Membership:
                 found[node] = info
         return found
 
-    async def claim(self, node: str, epoch: int) -> str:
-        """Try to own ``node``'s ``epoch``. -> who owns it (this node if won)."""
-        _, owner = await self.etcd.create(self._takeover_key(node, epoch), self.node)
+    async def claim(self, node: str, epoch: int, as_node: str | None = None) -> str:
+        """Try to own ``node``'s ``epoch``, under this node's name (or
+        ``as_node``'s: a node that came back under another address keeps
+        what it had as the node it was). -> who owns it (the name claimed
+        under, if won)."""
+        _, owner = await self.etcd.create(self._takeover_key(node, epoch), as_node or self.node)
         return owner
 
     async def owner(self, node: str, epoch: int) -> str | None:

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import time
+from typing import Iterator
 
 from ...atomicfile import write_atomically
 from ...errors import StartupError
@@ -27,7 +28,7 @@ from .departures import Departures
 from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink, ReplicationShort
 from .membership import AddressTaken, Membership
-from .shadow import Shadow
+from .shadow import SLICE, Shadow
 from .shadowlog import ShadowLogs
 from .snapshot import owed_records
 from .takeover import adopt, let_go
@@ -77,7 +78,10 @@ class Replicator:
         self._ring: list[PeerLink] = []  # the peers that take this node's copies
         self._ring_nodes: set[str] = set()  # theirs, as last copied to under this epoch
         self._flush_scheduled = False
+        self._fencing = False  # the lease ended while this node lived: it hands over and joins again
+        self._busy: set[tuple[str, int]] = set()  # epochs whose shadow is being adopted or handed over
         self._tasks: list[asyncio.Task] = []
+        self._background: set[asyncio.Task] = set()  # hand-overs waiting for their owner
         # one line now and then for each recurring trouble
         self._etcd_trouble = RateLimitedLog(self.log)
         self._peer_trouble = RateLimitedLog(self.log)
@@ -95,7 +99,7 @@ class Replicator:
         self.node = node
         self.membership = Membership(self.etcd, self.prefix, node, self.lease_ttl)
         logs = ShadowLogs(self.nsqd.data_path, asyncio.get_running_loop())
-        self._replay_logs(logs)
+        read_back = self._replay_logs(logs)
         if self.nsqd.options.replication_ack == "disk":
             self.logs = logs
         try:
@@ -106,6 +110,9 @@ class Replicator:
             answered = ("accepting publishes with fewer copies" if self.min_copies == 1
                         else "refusing publishes with E_PUB_FAILED")
             self.log.error("REPLICATION: etcd unavailable (%s): %s until it answers", error, answered)
+        if self.logs is None:  # held in memory from now on: a later crash loses them, as memory does
+            for origin, epoch in read_back:
+                logs.remove(origin, epoch)
         self._tasks = [asyncio.get_running_loop().create_task(self._watch()),
                        asyncio.get_running_loop().create_task(self._renew())]
 
@@ -116,12 +123,12 @@ class Replicator:
         while len(self._ring) < min(self.factor - 1, len(self.members)) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
 
-    def _replay_logs(self, logs: ShadowLogs) -> None:
+    def _replay_logs(self, logs: ShadowLogs) -> list[tuple[str, int]]:
         """The copies this peer held before it stopped (acknowledged from
         disk with --replication-ack=disk, or kept by a clean stop): each
         shadow as its batches built it, taken over at the first look at the
-        members if its origin is gone. Held in memory only, a shadow read
-        back leaves no file behind: a later crash loses it, as memory does."""
+        members if its origin is gone. -> the shadows read back."""
+        read_back = []
         for origin, epoch, payloads in logs.load():
             shadow = self.shadows[(origin, epoch)] = Shadow(origin, epoch)
             shadow.created = 0.0
@@ -131,8 +138,8 @@ class Replicator:
             except ReplicationError as error:
                 self.log.error("REPLICATION: log of %s epoch %d: %s; kept what came before", origin, epoch, error)
             self.log.info("REPLICATION: %d copies of %s epoch %d read back from disk", len(shadow), origin, epoch)
-            if self.nsqd.options.replication_ack != "disk":
-                logs.remove(origin, epoch)
+            read_back.append((origin, epoch))
+        return read_back
 
     async def _join(self) -> None:
         nsqd = self.nsqd
@@ -177,8 +184,8 @@ class Replicator:
             while owner is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
                 owner = await self.membership.owner(node, epoch)
-            if owner is None:
-                owner = await self.membership.claim(node, epoch)
+            if owner is None:  # kept by the node it was: its peers see their origin kept it, and drop their copies
+                owner = await self.membership.claim(node, epoch, as_node=node)
         if owner not in (node, self.node):  # kept by this node, under its old address or its new one
             dropped = let_go(self.nsqd)
             self.log.warning("REPLICATION: epoch %d of %s was taken over by %s: dropped the %d messages "
@@ -187,8 +194,10 @@ class Replicator:
     async def stop(self) -> None:
         """A clean stop keeps this node's messages in its data dir (as NSQ
         does): it owns its epoch in etcd, so no peer adopts them."""
-        for task in self._tasks:
+        running = [*self._tasks, *self._background]
+        for task in running:
             task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)  # what they held is back in self.shadows
         self._flush()
         if self.membership is not None and self.epoch:
             try:
@@ -247,6 +256,15 @@ class Replicator:
         """This node's lease ended while it lived (frozen, or cut off):
         whoever owns the epoch now delivers what it accepted."""
         epoch = self.epoch
+        self._fencing = True
+        try:
+            await self._hand_over_own(epoch)
+        finally:
+            self._fencing = False
+        self.membership.epoch = 0
+        await self._join()
+
+    async def _hand_over_own(self, epoch: int) -> None:
         owner = await self.membership.claim(self.node, epoch)
         # a node that was frozen finds its links closed for silence: the owner is dialled again
         link = await self._ready_link(owner, self.lease_ttl) if owner != self.node else None
@@ -256,7 +274,7 @@ class Replicator:
         elif link is None:
             self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, which cannot be reached: "
                            "keeping the messages held here (both may deliver some)", epoch, owner)
-        elif not await self._confirmed(link, self.node, epoch, (record for record, _ in owed_records(self.nsqd))):
+        elif not await self._confirmed(link, self.node, epoch, _in_slices(owed_records(self.nsqd))):
             self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, but did not confirm what "
                            "was handed to it: keeping the messages held here (both may deliver some)", epoch, owner)
         else:
@@ -265,8 +283,6 @@ class Replicator:
             dropped = let_go(self.nsqd)
             self.log.error("REPLICATION: lease of epoch %d ended and %s took it over: handed it and dropped "
                            "the %d messages held here once it confirmed them", epoch, owner, dropped)
-        self.membership.epoch = 0
-        await self._join()
 
     async def _watch(self) -> None:
         while True:
@@ -301,58 +317,112 @@ class Replicator:
     async def _take_over(self, shadow: Shadow) -> None:
         key = (shadow.origin, shadow.epoch)
         if not len(shadow):  # told of channels and outcomes only: another peer held the copies
-            self._forget(key)
+            self._forget(shadow)
             return
         owner = await self.membership.claim(*key)
         if owner == shadow.origin:
             self.log.info("REPLICATION: %s epoch %d was kept by its own node: dropping its %d copies here",
                           shadow.origin, shadow.epoch, len(shadow))
-            self._forget(key)
+            self._forget(shadow)
         elif owner != self.node:
-            await self._hand_over(shadow, owner)
+            self._in_background(self._hand_over(shadow, owner))
         else:
-            began = time.monotonic()
-            first = key not in self._adopted
-            done = self._adopted.setdefault(key, set())
-            while len(self._adopted) > ADOPTIONS_KEPT:
-                del self._adopted[next(iter(self._adopted))]
-            # taken out first: batches that come for this epoch meanwhile (a hand-over) build a
-            # new shadow, adopted at a later look for what this one lacked
-            self.shadows.pop(key, None)
-            count = await adopt(self.nsqd, shadow, self._replicate_adopted, done)
-            self._forget(key)
-            if count:
-                self.takeovers += first
-                self.adopted += count
-                self.log.warning("REPLICATION: took over %s epoch %d: %d messages delivered from here (%.1f ms)",
-                                 shadow.origin, shadow.epoch, count, (time.monotonic() - began) * 1000)
+            await self._adopt(shadow)
 
-    def _forget(self, key: tuple[str, int]) -> None:
-        self.shadows.pop(key, None)
+    async def _adopt(self, shadow: Shadow) -> None:
+        key = (shadow.origin, shadow.epoch)
+        began = time.monotonic()
+        first = key not in self._adopted
+        done = self._adopted.setdefault(key, set())
+        while len(self._adopted) > ADOPTIONS_KEPT:
+            del self._adopted[next(iter(self._adopted))]
+        self._set_aside(shadow)
+        try:
+            count = await adopt(self.nsqd, shadow, lambda topic, messages, channels: self.published(
+                topic, messages, 0, channels), done)
+        except BaseException:  # stopped meanwhile: what is not adopted yet is kept as a shadow
+            shadow.forget_ids(done)
+            self._put_back(shadow)
+            raise
+        self._forget(shadow)
+        if count:
+            self.takeovers += first
+            self.adopted += count
+            self.log.warning("REPLICATION: took over %s epoch %d: %d messages delivered from here (%.1f ms)",
+                             shadow.origin, shadow.epoch, count, (time.monotonic() - began) * 1000)
+
+    def _set_aside(self, shadow: Shadow) -> None:
+        """``shadow`` is worked on across awaits (adopted, handed over):
+        out of ``shadows``, so that batches for its epoch that come
+        meanwhile (a hand-over from another peer) build a shadow of their
+        own, adopted at a later look for what this one lacked."""
+        key = (shadow.origin, shadow.epoch)
+        if self.shadows.get(key) is shadow:
+            del self.shadows[key]
+        self._busy.add(key)
+
+    def _put_back(self, shadow: Shadow) -> None:
+        """``shadow`` is held here again, merged with what came for its epoch meanwhile."""
+        key = (shadow.origin, shadow.epoch)
+        self._busy.discard(key)
+        newer = self.shadows.get(key)
+        if newer is not None:
+            merged = Shadow(shadow.origin, shadow.epoch)
+            merged.created = min(shadow.created, newer.created)
+            for payload in (*shadow.payload_slices(), *newer.payload_slices()):
+                merged.apply(read_records(payload))
+            shadow = merged
+            if self.logs is not None:
+                self.logs.rewrite(*key, shadow.as_payload())
+        self.shadows[key] = shadow
+
+    def _forget(self, shadow: Shadow) -> None:
+        """``shadow`` is done with (adopted, handed over, kept by its
+        origin). A newer shadow of its epoch, built while it was set
+        aside, stays, and its log holds only it."""
+        key = (shadow.origin, shadow.epoch)
+        self._busy.discard(key)
+        if self.shadows.get(key) is shadow:
+            del self.shadows[key]
         if self.logs is not None:
-            self.logs.remove(*key)
+            newer = self.shadows.get(key)
+            if newer is None:
+                self.logs.remove(*key)
+            else:
+                self.logs.rewrite(*key, newer.as_payload())
+
+    def _in_background(self, work) -> None:
+        """Work that may wait long (a hand-over waits for its owner), so
+        that the look at the members goes on meanwhile; stop() ends it."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _hand_over(self, shadow: Shadow, owner: str) -> None:
         """Another survivor took the epoch over: it gets the copies held
         here too, and adopts those it lacks (an origin's successors change
         with the members, so two peers may hold different parts of it).
         They are dropped here once the owner has said it holds them, and
-        kept (handed over again at the next look) until then."""
-        key = (shadow.origin, shadow.epoch)
+        kept (handed over again at a later look) until then."""
         link = self.links.get(owner)
         if link is None or not link.ready:
             self._peer_trouble.error(f"REPLICATION: {shadow.origin} epoch {shadow.epoch} was taken over by "
                                      f"{owner}, which is not connected: keeping the {len(shadow)} copies held "
                                      "here until it is")
             return
-        self.shadows.pop(key, None)  # unchanged while it is handed over
         count = len(shadow)
-        if await self._confirmed(link, shadow.origin, shadow.epoch, shadow.payload_slices()):
-            self._forget(key)
+        self._set_aside(shadow)
+        try:
+            confirmed = await self._confirmed(link, shadow.origin, shadow.epoch, shadow.payload_slices())
+        except BaseException:
+            self._put_back(shadow)
+            raise
+        if confirmed:
+            self._forget(shadow)
             self.log.info("REPLICATION: %s epoch %d was taken over by %s: handed it the %d copies held here",
                           shadow.origin, shadow.epoch, owner, count)
         else:
-            self.shadows.setdefault(key, shadow)
+            self._put_back(shadow)
             self.log.error("REPLICATION: %s epoch %d was taken over by %s, which did not confirm the %d copies "
                            "handed to it: keeping them, to hand over again", shadow.origin, shadow.epoch, owner,
                            count)
@@ -361,18 +431,20 @@ class Replicator:
         """Each of ``payloads`` to ``link`` as a batch of ``origin``'s
         ``epoch``, one per event-loop turn; True once the peer has said OK
         to the last (the peer answers in order: to all of them)."""
-        self._flush()  # what the link holds of this node's own epoch goes first, under it
         acks = Acks(self.nsqd.loop, 1, replaceable=False)
         acks.sent_to({link.node})
+        sent = False
         payload = next(payloads, None)
         while payload is not None:
             following = next(payloads, None)
+            self._flush()  # this node's own records go first, under its own epoch, never in these batches
             link.writer.add(payload)
             if not link.send(origin, epoch, [] if following is not None else [acks]):
                 return False
+            sent = True
             payload = following
             await asyncio.sleep(0)
-        if acks.pending:  # nothing to send: held already
+        if not sent:  # nothing to hand over
             acks.acked()
         try:
             await asyncio.wait_for(asyncio.shield(acks.future), HAND_OVER_WAIT)
@@ -392,8 +464,8 @@ class Replicator:
                 self._peer_trouble.error(f"REPLICATION: peer {link.node} has not answered for "
                                          f"{self.lease_ttl}s: closing its link")
                 link.close()
-                if link.transport is None and self.links.get(link.node) is link:
-                    del self.links[link.node]  # still connecting: dialled again at the next look
+                if not link.ready and self.links.get(link.node) is link:
+                    del self.links[link.node]  # dialled again at the next look
 
     def _update_links(self, members: dict[str, dict]) -> None:
         self.members = members
@@ -408,7 +480,7 @@ class Replicator:
     def _dial(self, node: str) -> None:
         host, _, port = node.rpartition(":")
         link = self.links[node] = PeerLink(node, host, int(port), self.secret, self.tls, self._link_lost,
-                                           self._link_ready, self.log)
+                                           self._link_ready, self._peer_trouble)
         asyncio.get_running_loop().create_task(self._connect(link))
 
     async def _ready_link(self, node: str, within: float) -> PeerLink | None:
@@ -451,6 +523,7 @@ class Replicator:
     def _link_lost(self, link: PeerLink, unacked: list[Acks]) -> None:
         if self.links.get(link.node) is link:
             del self.links[link.node]
+            unacked = [*unacked, *self._pending_acks.pop(link.node, [])]  # given to it, not yet sent
         self._ring_changed()
         if not link.closing:
             self._peer_trouble.error(f"REPLICATION: lost peer {link.node}")
@@ -492,6 +565,8 @@ class Replicator:
         it is queued, so that a refused publish leaves nothing behind."""
         if self.min_copies == 1:
             return None
+        if self._fencing:
+            return "replication: this node's lease ended, it is joining again"
         if not self.epoch:
             return "replication: not a member of the cluster (etcd not reached)"
         have = len(self._ring) + 1
@@ -536,11 +611,6 @@ class Replicator:
                        channels: tuple[str, ...]) -> None:
         """An MPUB's messages were queued on ``topic``: its body goes on as it came."""
         self._published(published_record(topic, timestamp, 0, ids, body, channels), len(ids))
-
-    def _replicate_adopted(self, topic: str, messages: list, channels: tuple[str, ...]) -> None:
-        """Messages of one timestamp adopted for ``channels``: copied on as one record."""
-        self._published(published_record(topic, messages[0].timestamp, 0, [m.id for m in messages],
-                                         encode_mpub_body([m.body for m in messages]), channels), len(messages))
 
     def _published(self, record: bytes, count: int) -> None:
         acks = self._acks
@@ -626,8 +696,8 @@ class Replicator:
         logs = self.logs
         if logs is None:
             return None
-        if logs.size(origin, epoch) + len(payload) <= logs.rewrite_threshold(origin, epoch):
-            return logs.append(origin, epoch, payload)
+        if key in self._busy or logs.size(origin, epoch) + len(payload) <= logs.rewrite_threshold(origin, epoch):
+            return logs.append(origin, epoch, payload)  # (a log is not rewritten under a shadow set aside)
         logs.rewrite(origin, epoch, shadow.as_payload())  # this batch included, fsynced
         written = asyncio.get_running_loop().create_future()
         written.set_result(None)
@@ -675,5 +745,19 @@ def _read_secret(path: str) -> bytes:
 
 
 def signing_key(secret: bytes) -> bytes:
-    """A key of the size BLAKE2b takes, from a secret of any size."""
-    return hashlib.blake2b(secret, digest_size=32, person=b"nsqpy-repl").digest()
+    """The key batches are signed with, from a secret of any size."""
+    return hashlib.sha256(b"nsqpy REPL key\n" + secret).digest()
+
+
+def _in_slices(records) -> Iterator[bytes]:
+    """``(record, message count)`` pairs joined into payloads of about SLICE messages."""
+    parts: list[bytes] = []
+    count = 0
+    for record, messages in records:
+        parts.append(record)
+        count += messages
+        if count >= SLICE:
+            yield b"".join(parts)
+            parts, count = [], 0
+    if parts:
+        yield b"".join(parts)

@@ -22,6 +22,13 @@ from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, U
                                      Published, event_record, published_record, split_bodies)
 
 
+SLICE = 5000  # messages handled per event-loop turn when a whole shadow is adopted, handed over or kept
+
+
+def _channel_names(owed: set[str] | None) -> tuple[str, ...]:
+    return () if owed is None else tuple(sorted(owed))
+
+
 class Copies:
     """The messages of one ``Published`` record."""
 
@@ -99,6 +106,19 @@ class ShadowTopic:
         """The topic's own queue was emptied at the origin."""
         self.messages = {key: copies for key, copies in self.messages.items() if copies.owed is not None}
 
+    def held_records(self) -> Iterator[tuple[Copies, list[bytes]]]:
+        """Each record with the ids of it still held, in publish order (a
+        record whose ids are not together comes once per run of them)."""
+        current, ids = None, []
+        for message_id, copies in self.messages.items():
+            if copies is not current:
+                if current is not None:
+                    yield current, ids
+                current, ids = copies, []
+            ids.append(message_id)
+        if current is not None:
+            yield current, ids
+
     def owed(self) -> Iterator[tuple[bytes, bytes, int, float, set[str] | None]]:
         """Every message still owed: (id, body, timestamp, deliver_at,
         channels or None), in publish order, as they are taken (the
@@ -127,24 +147,40 @@ class Shadow:
         """Records that rebuild this shadow: for a log rewritten (shadowlog.py)."""
         return b"".join(self.payload_slices())
 
-    def payload_slices(self, messages: int = 5000) -> Iterator[bytes]:
+    def payload_slices(self, messages: int = SLICE) -> Iterator[bytes]:
         """``as_payload`` in slices of about ``messages`` messages each, so
-        that a big shadow is handed over between other work (the shadow
-        must not change while they are taken)."""
-        parts = []
+        that a big shadow is handed over or kept between other work (the
+        shadow must not change while they are taken). A record none of
+        whose messages is done yet goes on as it came, bodies and all."""
+        parts: list[bytes] = []
+        count = 0
         now = time.time()
         for name, topic in self.topics.items():
             parts.extend(event_record(CHANNEL, name, channel) for channel in sorted(topic.channels))
             parts.extend(event_record(PAUSED, name, channel) for channel in sorted(topic.paused))
-            for message_id, body, timestamp, deliver_at, channels in topic.owed():
-                defer_ms = max(0, int((deliver_at - now) * 1000)) if deliver_at else 0
-                parts.append(published_record(name, timestamp, defer_ms, [message_id], encode_mpub_body([body]),
-                                              () if channels is None else tuple(sorted(channels))))
-                if len(parts) >= messages:
+            for copies, ids in topic.held_records():
+                record = copies.record
+                defer_ms = max(0, int((copies.deliver_at - now) * 1000)) if copies.deliver_at else 0
+                if len(ids) == len(record.ids) and not copies.partly_done:
+                    parts.append(published_record(name, record.timestamp, defer_ms, ids, record.bodies,
+                                                  _channel_names(copies.owed)))
+                else:
+                    bodies = dict(zip(record.ids, split_bodies(record.bodies)))
+                    parts.extend(published_record(name, record.timestamp, defer_ms, [message_id],
+                                                  encode_mpub_body([bodies[message_id]]),
+                                                  _channel_names(copies.owed_by(message_id))) for message_id in ids)
+                count += len(ids)
+                if count >= messages:
                     yield b"".join(parts)
-                    parts = []
+                    parts, count = [], 0
         if parts:
             yield b"".join(parts)
+
+    def forget_ids(self, gone: set[tuple[str, bytes]]) -> None:
+        """Drop the messages named by (topic, id): those already adopted."""
+        for name, topic in self.topics.items():
+            topic.messages = {message_id: copies for message_id, copies in topic.messages.items()
+                              if (name, message_id) not in gone}
 
     def _topic(self, name: str) -> ShadowTopic:
         topic = self.topics.get(name)

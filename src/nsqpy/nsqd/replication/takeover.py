@@ -8,10 +8,7 @@ import time
 from ..bounds import QueueFull
 from ..message import Message
 from ..topic import TopicExiting
-from .shadow import Shadow
-
-
-SLICE = 5000  # messages adopted per event-loop turn: between slices nsqd serves clients and renews its lease
+from .shadow import SLICE, Shadow
 
 
 async def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[tuple[str, bytes]]) -> int:
