@@ -20,7 +20,7 @@ from pathlib import Path
 from setuptools import setup
 
 #: Kept to what a profile of nsqd under NSQ's bench tools shows on the
-#: message path, and what pays when compiled (see the README's benchmarks).
+#: message path, and what pays when compiled (see docs/benchmarks.md).
 COMPILED_MODULES = [
     "src/nsqpy/diskqueue/queue.py",
     "src/nsqpy/protocol/commands.py",

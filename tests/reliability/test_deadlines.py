@@ -51,7 +51,7 @@ def test_each_slow_client_is_dropped_at_nsqs_time(nsqd):
         disabled.expect_nothing(3.0)  # no heartbeats, no deadline
         disabled.send(commands.NOP)
     # Go keeps a client that never sends the magic forever; ours drops it with
-    # the magic-only one (deliberately stricter, listed in the README)
+    # the magic-only one (deliberately stricter, listed in docs/nsqd.md)
     for name, join in [("magic only", magic_only), ("connected, no magic", no_magic)]:
         elapsed, errors = join(90)
         print(f"{name}: dropped after {elapsed:.2f}s (Go: {'60s' if name == 'magic only' else 'never'})")

@@ -32,7 +32,7 @@ def connect_client_packages():
 
 @pytest.fixture(scope="module")
 def connect_url():
-    """``sc://127.0.0.1:<port>``: the README's ``nsqpy spark-connect-server``
+    """``sc://127.0.0.1:<port>``: docs/spark.md's ``nsqpy spark-connect-server``
     on ``local[2]`` (a port the system picks), in an environment without
     PYSPARK_PYTHON, stopped at the end of the module whatever happened."""
     server = GroupProcess([os.path.join(os.path.dirname(sys.executable), "nsqpy"), "spark-connect-server",
