@@ -216,7 +216,7 @@ class EtcdProcess(DaemonProcess):
             "--name=nsqpy", f"--data-dir={data_path}",
             f"--listen-client-urls={self.client_url}", f"--advertise-client-urls={self.client_url}",
             f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=nsqpy={peer_url}",
+            f"--initial-cluster=nsqpy={peer_url}", "--logger=zap",  # etcd 3.4's default logger is deprecated
         ], ready=(), executable="etcd", log_path=log_path)
 
     def start(self, timeout: float = 15.0) -> "EtcdProcess":
@@ -224,7 +224,7 @@ class EtcdProcess(DaemonProcess):
             raise RuntimeError("etcd not found: replicated nsqd needs etcd (Debian's etcd-server; "
                                "`make test` installs it)")
         super().start(timeout)
-        self.wait_for_log("ready to serve client requests", timeout)
+        self.wait_for_log("serving client traffic", timeout)
         return self
 
 

@@ -21,6 +21,7 @@ def test_one_command_starts_etcd_and_a_replicated_cluster_that_operators_can_wat
     try:
         cluster.wait_for("cluster up", timeout=60)
         assert re.search(r"^etcd\s+pid \d+\s+URL\s+http://127\.0\.0\.1:\d+", cluster.output, re.M)
+        assert "Deprecated" not in (tmp_path / "etcd.log").read_text()  # etcd 3.4's capnslog logger
         nsqds = re.findall(r"^nsqd\d\s+pid \d+\s+TCP (\S+)\s+HTTP (\S+)", cluster.output, re.M)
         admin = re.search(r"nsqadmin at (\S+)/;", cluster.output).group(1)
         (tcp0, http0), (tcp1, http1) = nsqds
