@@ -140,3 +140,46 @@ def test_the_messages_of_one_mpub_are_owed_one_by_one_with_their_bodies():
     shadow.apply(read_records(batch(done_record("t", "a", [ID_B]), done_record("t", "b", [ID_B, ID_C]))))
     assert [(i, body, channels) for i, body, _, _, channels in shadow.topics["t"].owed()] == [
         (ID_A, b"x", {"a", "b"}), (ID_C, b"zzz", {"a"})]
+
+
+def test_a_whole_shadow_goes_in_slices_that_each_fit_a_batch_and_rebuild_it_exactly():
+    """A record none of whose messages is done goes on as it came; slices
+    are cut by message count and by bytes, so a hand-over of big messages
+    never makes a batch a peer refuses."""
+    from nsqpy.nsqd.replication.shadow import SLICE, SLICE_BYTES
+
+    shadow = Shadow("n1:4150", 7)
+    big = b"x" * (1024 * 1024)
+    ids = [b"%016d" % n for n in range(24)]
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "ch"),
+                                    published_record("t", 1, 0, ids[:12], encode_mpub_body([big] * 12), ("ch",)),
+                                    published_record("t", 2, 0, ids[12:], encode_mpub_body([big] * 12), ("ch",)),
+                                    done_record("t", "ch", [ids[0]]))))
+    slices = list(shadow.payload_slices())
+    assert len(slices) >= 2 and all(len(part) < 2 * SLICE_BYTES for part in slices)
+    rebuilt = Shadow("n1:4150", 7)
+    for part in slices:
+        rebuilt.apply(read_records(part))
+    assert owed(rebuilt) == owed(shadow) and len(rebuilt) == 23
+    small = Shadow("n1:4150", 8)
+    small.apply(read_records(batch(event_record(CHANNEL, "t", "ch"), *(
+        published_record("t", 1, 0, [b"%016d" % n], encode_mpub_body([b"m"]), ("ch",)) for n in range(SLICE + 1)))))
+    assert len(list(small.payload_slices())) == 2
+
+
+def test_a_snapshot_of_a_big_backlog_is_cut_into_records_that_each_fit_a_batch():
+    from collections import namedtuple
+
+    from nsqpy.nsqd.replication.shadow import SLICE, SLICE_BYTES
+    from nsqpy.nsqd.replication.snapshot import _records
+
+    Message = namedtuple("Message", "id body timestamp")
+    waiting = [Message(b"%016d" % n, b"x" * 1000, 5) for n in range(3 * SLICE)]
+    records = _records("t", waiting, ())
+    assert [count for _, count in records] == [SLICE] * 3
+    big = [Message(b"%016d" % n, b"x" * (1024 * 1024), 5) for n in range(20)]
+    records = _records("t", big, ("ch",))
+    assert sum(count for _, count in records) == 20 and all(len(r) <= SLICE_BYTES + 2 ** 20 for r, _ in records)
+    messages = [m for record, _ in records for p in read_records(record) for m in p.ids]
+    assert messages == [m.id for m in big]
+    assert _records("t", [], ()) == []

@@ -130,7 +130,10 @@ def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_0
     return CommandReader(body_limits, expects_body=_v2_body_checker(max_defer_ms))
 
 
-REPL_MAX_BODY: Final = 256 * 1024 * 1024
+#: a replicated nsqd's batches are cut at 16 MiB between records of at most
+#: 8 MiB of bodies (or one MPUB's): what a connection may make nsqd buffer
+#: before the batch's signature is checked
+REPL_MAX_BODY: Final = 32 * 1024 * 1024
 
 
 class CommandReader:

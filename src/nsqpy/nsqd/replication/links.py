@@ -17,7 +17,7 @@ from ...protocol import commands
 from ...protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, HEARTBEAT, MAGIC_V2, OK, FrameReader
 from ...protocol.replication import BatchWriter, repl_command
 
-BATCH_BYTES = 16 * 1024 * 1024  # a batch past this is cut between records (a peer takes up to 256 MB)
+BATCH_BYTES = 16 * 1024 * 1024  # a batch past this is cut between records (a peer takes up to 32 MiB)
 
 
 class ReplicationShort(Exception):

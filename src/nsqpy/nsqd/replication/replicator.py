@@ -28,7 +28,7 @@ from .departures import Departures
 from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink, ReplicationShort
 from .membership import AddressTaken, Membership
-from .shadow import SLICE, Shadow
+from .shadow import SLICE, SLICE_BYTES, Shadow
 from .shadowlog import ShadowLogs
 from .snapshot import owed_records
 from .takeover import adopt, let_go
@@ -750,14 +750,16 @@ def signing_key(secret: bytes) -> bytes:
 
 
 def _in_slices(records) -> Iterator[bytes]:
-    """``(record, message count)`` pairs joined into payloads of about SLICE messages."""
+    """``(record, message count)`` pairs joined into payloads of about
+    SLICE messages or SLICE_BYTES."""
     parts: list[bytes] = []
-    count = 0
+    count = size = 0
     for record, messages in records:
         parts.append(record)
         count += messages
-        if count >= SLICE:
+        size += len(record)
+        if count >= SLICE or size >= SLICE_BYTES:
             yield b"".join(parts)
-            parts, count = [], 0
+            parts, count, size = [], 0, 0
     if parts:
         yield b"".join(parts)

@@ -23,6 +23,7 @@ from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, U
 
 
 SLICE = 5000  # messages handled per event-loop turn when a whole shadow is adopted, handed over or kept
+SLICE_BYTES = 8 * 1024 * 1024  # and bodies' bytes: a slice's records fit a REPL batch (protocol/commands.py)
 
 
 def _channel_names(owed: set[str] | None) -> tuple[str, ...]:
@@ -153,7 +154,7 @@ class Shadow:
         shadow must not change while they are taken). A record none of
         whose messages is done yet goes on as it came, bodies and all."""
         parts: list[bytes] = []
-        count = 0
+        count = size = 0
         now = time.time()
         for name, topic in self.topics.items():
             parts.extend(event_record(CHANNEL, name, channel) for channel in sorted(topic.channels))
@@ -170,9 +171,10 @@ class Shadow:
                                                   encode_mpub_body([bodies[message_id]]),
                                                   _channel_names(copies.owed_by(message_id))) for message_id in ids)
                 count += len(ids)
-                if count >= messages:
+                size += len(record.bodies)
+                if count >= messages or size >= SLICE_BYTES:
                     yield b"".join(parts)
-                    parts, count = [], 0
+                    parts, count, size = [], 0, 0
         if parts:
             yield b"".join(parts)
 

@@ -9,6 +9,7 @@ copied; the disk's records are read without being taken.
 
 from ...protocol.commands import encode_mpub_body
 from ...protocol.replication import published_record
+from .shadow import SLICE, SLICE_BYTES
 
 
 def owed_records(nsqd) -> list[tuple[bytes, int]]:
@@ -19,8 +20,7 @@ def owed_records(nsqd) -> list[tuple[bytes, int]]:
     records = []
     for topic in list(nsqd.topics.values()):
         waiting = topic.queue.queued()
-        if waiting:
-            records.append(_record(topic.name, waiting, ()))
+        records.extend(_records(topic.name, waiting, ()))
         owed: dict[bytes, tuple] = {}  # id -> (message, channels, due)
         for channel in topic.channels.values():
             held = [(m, 0.0) for m in channel.queue.queued() + channel.in_flight.messages()]
@@ -40,12 +40,21 @@ def owed_records(nsqd) -> list[tuple[bytes, int]]:
             else:
                 groups.setdefault((tuple(sorted(channels)), message.timestamp), []).append(message)
         for (channels, _), messages in groups.items():
-            records.append(_record(topic.name, messages, channels))
+            records.extend(_records(topic.name, messages, channels))
     return records
 
 
-def _record(topic: str, messages: list, channels: tuple[str, ...]) -> tuple[bytes, int]:
-    """One record for ``messages`` (of one timestamp, but those waiting in
-    a topic, which keep the first one's)."""
-    return (published_record(topic, messages[0].timestamp, 0, [m.id for m in messages],
-                             encode_mpub_body([m.body for m in messages]), channels), len(messages))
+def _records(topic: str, messages: list, channels: tuple[str, ...]) -> list[tuple[bytes, int]]:
+    """Records for ``messages`` (of one timestamp, but those waiting in a
+    topic, which keep the first one's), each of at most SLICE messages and
+    about SLICE_BYTES: each fits a REPL batch."""
+    found = []
+    start = size = 0
+    for end, message in enumerate(messages, 1):
+        size += len(message.body)
+        if end - start == SLICE or size >= SLICE_BYTES or end == len(messages):
+            chunk = messages[start:end]
+            found.append((published_record(topic, chunk[0].timestamp, 0, [m.id for m in chunk],
+                                           encode_mpub_body([m.body for m in chunk]), channels), len(chunk)))
+            start, size = end, 0
+    return found

@@ -8,7 +8,7 @@ import time
 from ..bounds import QueueFull
 from ..message import Message
 from ..topic import TopicExiting
-from .shadow import SLICE, Shadow
+from .shadow import SLICE, SLICE_BYTES, Shadow
 
 
 async def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[tuple[str, bytes]]) -> int:
@@ -24,15 +24,17 @@ async def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[tuple[str, 
     adopted = 0
     for name, shadow_topic in shadow.topics.items():
         owed: list = []
+        size = 0
         try:
             _prepare_topic(nsqd, name, shadow_topic)
             for entry in shadow_topic.owed():
                 if (name, entry[0]) in adopted_before:
                     continue
                 owed.append(entry)
-                if len(owed) == SLICE:
+                size += len(entry[1])
+                if len(owed) == SLICE or size >= SLICE_BYTES:
                     adopted += _adopt_slice(nsqd, name, owed, replicate, adopted_before)
-                    owed = []
+                    owed, size = [], 0
                     await asyncio.sleep(0)
             adopted += _adopt_slice(nsqd, name, owed, replicate, adopted_before)
         except (TopicExiting, QueueFull, OSError) as error:
