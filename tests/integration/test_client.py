@@ -140,8 +140,8 @@ def test_publish_errors_are_raised_with_nsqs_code_and_pending_calls_fail(nsqd, t
     async def main():
         producer = Producer(nsqd.tcp_address)
         with pytest.raises(ProtocolError) as error:
-            await producer.publish("bad*topic", b"x")
-        assert error.value.code == "E_BAD_TOPIC"
+            await producer.publish(topic, b"x" * (1024 * 1024 + 1))  # past nsqd's --max-msg-size
+        assert error.value.code == "E_BAD_MESSAGE"
         await producer.publish(topic, b"reconnected")  # a new connection is made
         await producer.close()
         with pytest.raises(ConnectionClosedError):

@@ -16,6 +16,7 @@ import pytest
 
 from nsqpy.localcluster import DaemonProcess, EtcdProcess, free_port, nsqlookupd_process
 from nsqpy.nsqd.replication.replicator import signing_key
+from nsqpy.protocol.replication import RAUTH_HELLO, membership_proof, rauth_command
 from tests.support.processes import GroupProcess
 from tests.support.wire import http, http_json, wait_until
 
@@ -149,6 +150,15 @@ def cluster_key(cluster) -> bytes:
     """The key members sign batches with: made by the first node, kept in etcd."""
     kvs = etcd_call(cluster.etcd.client_url, "/v3/kv/range", {"key": b64("/nsqpy/secret")})["kvs"]
     return signing_key(base64.b64decode(kvs[0]["value"]))
+
+
+def prove_membership(conn, key: bytes, node: str = "127.0.0.1:1") -> bytes:
+    """RAUTH on a WireConn as a member does it (or anyone holding ``key``): -> the nonce answered."""
+    conn.send(RAUTH_HELLO)
+    nonce = conn.response()
+    conn.send(rauth_command(node, membership_proof(key, nonce, node)))
+    conn.expect_ok()
+    return nonce
 
 
 def b64(text: str) -> str:

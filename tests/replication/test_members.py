@@ -1,14 +1,15 @@
-"""Who may speak replication: only members, signed with the cluster's
-secret, over TLS and beside AUTH where a deployment requires them; and a
-node is its data dir, not its address."""
+"""Who may speak replication: only connections that proved they are
+members (the cluster's secret answering a nonce of their own), over TLS
+and beside AUTH where a deployment requires them; and a node is its data
+dir, not its address."""
 
 import subprocess
 import sys
 
 import pytest
 
-from nsqpy.protocol.replication import RESET, event_record, repl_command
-from tests.replication.conftest import held_for, mpub
+from nsqpy.protocol.replication import RAUTH_HELLO, RESET, event_record, membership_proof, rauth_command, repl_command
+from tests.replication.conftest import cluster_key, held_for, mpub, prove_membership
 from tests.support.auth_server import AuthServer, grant
 from tests.support.certs import make_certs
 from tests.support.wire import WireConn, http, wait_until
@@ -40,7 +41,7 @@ def adopted_everywhere(cluster, names: list[str], count: int, survivors: tuple[i
     wait_until(lambda: any(depths(cluster, i, names) == wanted for i in survivors), timeout=TAKEOVER_WINDOW)
 
 
-@pytest.mark.parametrize("forgery", ["wrong secret", "unsigned"])
+@pytest.mark.parametrize("forgery", ["no proof", "wrong secret", "a proof seen on another connection"])
 def test_a_forged_repl_changes_nothing_and_a_later_takeover_loses_nothing(replicated, topic, forgery):
     cluster = replicated()
     cluster.wait_connected()
@@ -49,17 +50,24 @@ def test_a_forged_repl_changes_nothing_and_a_later_takeover_loses_nothing(replic
     sent = set().union(*(mpub(origin, name, range(100)) for name in names))
     assert held_for(cluster, 1, origin) == [200]
     epoch = cluster.stats(0)["replication"]["epoch"]
-    wipe = event_record(RESET, "", "")
+    key = cluster_key(cluster)
     with WireConn(peer.tcp_hostport) as conn:
-        if forgery == "unsigned":  # the command as it was before batches were signed
-            conn.send(b"REPL %s %d\n%s%s" % (origin.tcp_address.encode(), epoch, len(wipe).to_bytes(4, "big"), wipe))
-            error = conn.error()
-            assert (error.code, error.description) == ("E_INVALID", "REPL insufficient number of parameters")
+        if forgery == "no proof":
+            conn.send(repl_command(origin.tcp_address, epoch, event_record(RESET, "", "")))
+            expected = "REPL before RAUTH: only members of this cluster replicate"
         else:
-            conn.send(repl_command(b"\x00" * 32, origin.tcp_address, epoch, wipe))
-            error = conn.error()
-            assert (error.code, error.description) == (
-                "E_UNAUTHORIZED", f"REPL from '{origin.tcp_address}' is not signed with this cluster's secret")
+            if forgery == "wrong secret":
+                proof = membership_proof(b"\x00" * 32, b"", origin.tcp_address)
+            else:  # what a member sent on the connection it opened, watched on the network
+                with WireConn(peer.tcp_hostport) as seen:
+                    nonce = prove_membership(seen, key, origin.tcp_address)
+                proof = membership_proof(key, nonce, origin.tcp_address)
+            conn.send(RAUTH_HELLO)
+            conn.response()
+            conn.send(rauth_command(origin.tcp_address, proof))
+            expected = f"RAUTH from '{origin.tcp_address}' is not proved with this cluster's secret"
+        error = conn.error()
+        assert (error.code, error.description) == ("E_UNAUTHORIZED", expected)
         conn.expect_closed()
     assert held_for(cluster, 1, origin) == [200]
     origin.kill()
@@ -88,8 +96,8 @@ def test_replication_works_with_tls_required_and_auth(replicated, topic, tmp_pat
             mpub(origin, name, range(100))
         assert held_for(cluster, 1, origin) == [200]
         with WireConn(cluster.nsqds[1].tcp_hostport) as conn:
-            conn.send(repl_command(b"\x00" * 32, origin.tcp_address, 1, b""))
-            assert conn.error().description == "cannot REPL in current state (TLS required)"
+            conn.send(RAUTH_HELLO)
+            assert conn.error().description == "cannot RAUTH in current state (TLS required)"
         origin.kill()
         adopted_everywhere(cluster, names, 100, survivors=(1, 2))
     finally:

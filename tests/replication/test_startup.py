@@ -4,6 +4,7 @@ what it does when etcd is not there yet."""
 import contextlib
 import json
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -12,7 +13,7 @@ import pytest
 
 from nsqpy.localcluster import nsqd_process
 from nsqpy.protocol.replication import repl_command
-from tests.replication.conftest import b64, cluster_key, etcd_call
+from tests.replication.conftest import b64, cluster_key, etcd_call, prove_membership
 from tests.support.wire import WireConn, http, http_json, wait_until
 
 pytestmark = pytest.mark.replication
@@ -90,7 +91,7 @@ def test_replication_flags_that_cannot_work_are_one_line(tmp_path, flags, line):
 
 def test_repl_is_an_unknown_command_to_an_nsqd_that_does_not_replicate(nsqd):
     with WireConn(nsqd.tcp_hostport) as conn:
-        conn.send(repl_command(b"k" * 32, "127.0.0.1:4150", 7, b""))
+        conn.send(repl_command("127.0.0.1:4150", 7, b""))
         error = conn.error()
         assert (error.code, error.description) == ("E_INVALID", "invalid command REPL")
         conn.expect_closed()
@@ -106,7 +107,8 @@ def test_a_batch_that_does_not_parse_closes_its_link_and_changes_nothing(replica
     cluster = replicated(count=1, factor=2)
     node = cluster.nsqds[0]
     with WireConn(node.tcp_hostport) as conn:
-        conn.send(repl_command(cluster_key(cluster), origin, epoch, payload))
+        prove_membership(conn, cluster_key(cluster))
+        conn.send(repl_command(origin, epoch, payload))
         error = conn.error()
         assert error.code == "E_BAD_BODY" and refusal in error.description
         conn.expect_closed()
@@ -117,9 +119,10 @@ def test_a_batch_that_does_not_parse_closes_its_link_and_changes_nothing(replica
 
 
 def test_a_member_that_never_answers_holds_a_publish_no_longer_than_a_lease(replicated, topic):
-    """A peer that keeps its etcd lease but answers nothing (a disk whose
-    fsync hangs): its link goes after a lease's time, and the publish is
-    answered with an error its publisher may retry."""
+    """A peer that keeps its etcd lease and proved it is a member, but
+    answers no batch (a disk whose fsync hangs): its link goes after a
+    lease's time, and the publish is answered with an error its publisher
+    may retry."""
     cluster = replicated(count=1, factor=2)
     node = cluster.nsqds[0]
     with socket.socket() as silent:
@@ -127,12 +130,20 @@ def test_a_member_that_never_answers_holds_a_publish_no_longer_than_a_lease(repl
         silent.listen()
         accepted = []
 
-        def accept_and_say_nothing() -> None:
+        def prove_then_say_nothing() -> None:
             with contextlib.suppress(OSError):  # the listening socket closed at the test's end
-                while True:
-                    accepted.append(silent.accept()[0])
+                conn = silent.accept()[0]
+                accepted.append(conn)
+                seen = b""
+                # RAUTH asks for a nonce, then RAUTH <node> <proof>: a line each, answered in turn
+                for lines, answer in ((1, b"%032x" % 7), (2, b"OK")):
+                    while seen.count(b"\n") < lines:
+                        seen += conn.recv(4096)
+                    conn.sendall(struct.pack(">ii", 4 + len(answer), 0) + answer)
+                while conn.recv(65536):
+                    pass
 
-        threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+        threading.Thread(target=prove_then_say_nothing, daemon=True).start()
         name = f"127.0.0.1:{silent.getsockname()[1]}"
         etcd = cluster.etcd.client_url
         lease = etcd_call(etcd, "/v3/lease/grant", {"TTL": 60})["ID"]

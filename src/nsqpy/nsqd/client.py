@@ -63,6 +63,8 @@ class ClientV2:
         self.tls: dict = {}  # TLS fields for /stats, once upgraded
         self.auth: Any = None  # an AuthState once AUTH succeeded
         self.auth_secret = ""
+        self.repl_nonce = b""  # what this connection was asked to prove itself a replication member with
+        self.repl_member = ""  # the member it proved itself to be: its REPL batches are taken
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False

@@ -19,7 +19,7 @@ from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
 from ..protocol.identify import DEFAULT_HEARTBEAT_INTERVAL_MS, identify_response, negotiate
 from ..protocol.message import MESSAGE_ID_LENGTH
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
-from ..protocol.replication import UnsignedBatch
+from ..protocol.replication import NotAMember
 from ..protocol.v2 import ALLOWED, CONFIRM, START_TLS, State, invalid_in_state, upgrade_steps
 from .auth import AuthError
 from .client import ClientV2
@@ -553,19 +553,39 @@ class V2Protocol(asyncio.Protocol):
         """A peer's batch of what it accepted and what became of it
         (protocol/replication.py), kept for a takeover; OK once kept."""
         params = command.params
-        if len(params) < 4:
+        if len(params) < 3:
             raise _invalid("REPL insufficient number of parameters")
+        if not client.repl_member:
+            raise ProtocolError(errors.E_UNAUTHORIZED, "REPL before RAUTH: only members of this cluster replicate")
         try:
             epoch = parse_base10(params[2])
-            writing = self.nsqd.replication.receive(params[1].decode("ascii"), epoch, params[3], command.body or b"")
-        except UnsignedBatch as error:
-            raise ProtocolError(errors.E_UNAUTHORIZED, str(error)) from None
+            writing = self.nsqd.replication.receive(params[1].decode("ascii"), epoch, command.body or b"")
         except (ValueError, UnicodeDecodeError) as error:
             raise ProtocolError(errors.E_BAD_BODY, f"REPL {error}") from None
         if writing is None:
             client.send_frame(OK_FRAME)
             return None
         return self._ok_once(client, writing, "E_REPL_FAILED", "REPL")
+
+    def rauth(self, client: ClientV2, command) -> None:
+        """A peer proves it is a member of this replicated cluster
+        (protocol/replication.py): ``RAUTH`` is answered with a nonce,
+        ``RAUTH <node> <proof>`` with OK once the proof is good."""
+        params = command.params
+        if len(params) == 1:
+            client.repl_nonce = self.nsqd.replication.new_nonce()
+            client.send_response(client.repl_nonce)
+            return
+        if len(params) != 3 or not client.repl_nonce:
+            raise _invalid("RAUTH needs a nonce first, then a node and its proof")
+        node = params[1].decode("ascii", "replace")
+        try:
+            self.nsqd.replication.check_proof(client.repl_nonce, node, params[2])
+        except NotAMember as error:
+            raise ProtocolError(errors.E_UNAUTHORIZED, str(error)) from None
+        client.repl_nonce = b""
+        client.repl_member = node
+        client.send_frame(OK_FRAME)
 
 
 _HANDLERS: Final = {
@@ -584,4 +604,4 @@ _HANDLERS: Final = {
 }
 
 #: a replicated nsqd also takes its peers' batches
-_REPLICATED_HANDLERS: Final = {**_HANDLERS, b"REPL": V2Protocol.repl}
+_REPLICATED_HANDLERS: Final = {**_HANDLERS, b"RAUTH": V2Protocol.rauth, b"REPL": V2Protocol.repl}

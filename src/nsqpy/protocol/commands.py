@@ -57,7 +57,7 @@ def check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError
 # nsqd checks a body command's parameters before it reads the body; with
 # the wrong count, a bad topic name or a bad DPUB timeout it answers at once
 # (a fatal error), and no body is waited for.
-_BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1, b"REPL": 4}
+_BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1, b"REPL": 3}
 
 
 def _v2_body_checker(max_defer_ms: int):
@@ -132,7 +132,7 @@ def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_0
 
 #: a replicated nsqd's batches are cut at 16 MiB between records of at most
 #: 8 MiB of bodies (or one MPUB's): what a connection may make nsqd buffer
-#: before the batch's signature is checked
+#: before its REPL is refused for want of a RAUTH
 REPL_MAX_BODY: Final = 32 * 1024 * 1024
 
 

@@ -1,19 +1,23 @@
 """What a replicated nsqd tells its peers: the ``REPL`` command's payload.
 
-An origin nsqd sends ``REPL <origin> <epoch> <signature>\\n[int32 size][records]``
-on a V2 connection to each peer; the peer answers ``OK`` once it holds
-every record of the batch, in the order the batches came. ``origin`` is
-the sender's ``host:tcp_port`` and ``epoch`` its etcd lease id: the peer
-keeps what each origin told it apart, per epoch, as a shadow that is not
-delivered (``nsqd/replication``).
+An origin nsqd sends ``REPL <origin> <epoch>\\n[int32 size][records]`` on a
+V2 connection to each peer; the peer answers ``OK`` once it holds every
+record of the batch, in the order the batches came. ``origin`` is the
+nsqd whose messages they are (the sender's ``host:tcp_port``, or a dead
+node's whose copies the sender hands over) and ``epoch`` its etcd lease
+id: the peer keeps what each origin told it apart, per epoch, as a shadow
+that is not delivered (``nsqd/replication``).
 
-``signature`` is the hex of an HMAC-SHA256 (its first 16 bytes) of origin,
-epoch and records under the cluster's secret: a batch changes a peer's copies,
-so only a member may send one (anyone who reaches port 4150 may PUB, but
-must not be able to erase what a node holds for another). A signature
-per batch keeps the link stateless (no handshake to get wrong) and costs
-a hash over bytes the peer reads anyway (SHA-256, which processors
-compute in hardware: about 0.1 us per 200-byte message on each side).
+A batch changes what a peer holds for others, so only a member may send
+one (anyone who reaches port 4150 may PUB, but must not be able to erase
+a node's copies). Before its first ``REPL`` a connection proves it:
+``RAUTH`` asks the peer for a fresh nonce (the answer: 32 hex digits),
+and ``RAUTH <node> <proof>`` answers it, the proof being the hex of an
+HMAC-SHA256 (its first 16 bytes) of nonce and node under the cluster's
+secret; the peer says ``OK``, or ``E_UNAUTHORIZED`` and closes. A proof
+is good for one connection only: one seen on the network opens no other.
+Once proved, batches cost nothing more (TLS, where the network may be
+watched, keeps anyone from writing into the connection).
 
 A record is a kind byte, then its fields; names are ``[uint16 size][ascii]``:
 
@@ -36,6 +40,7 @@ Bytes in, values out, as every codec here.
 import functools
 import hashlib
 import hmac
+import secrets
 import struct
 from typing import Final, Iterator, NamedTuple
 
@@ -55,7 +60,8 @@ _NAME: Final = struct.Struct(">H")
 _PUB_HEAD: Final = struct.Struct(">qIH")
 _SIZE: Final = struct.Struct(">I")
 ID_SIZE: Final = 16
-SIGNATURE_HEX: Final = 32
+NONCE_BYTES: Final = 16
+PROOF_HEX: Final = 32
 
 
 class Published(NamedTuple):
@@ -83,8 +89,9 @@ class ReplicationError(ValueError):
     """A payload that does not parse: the link that sent it is broken."""
 
 
-class UnsignedBatch(Exception):
-    """A batch not signed with the cluster's secret: not from a member."""
+class NotAMember(Exception):
+    """A connection that has not proved it is a member (RAUTH) sent a batch,
+    or proved nothing with its proof."""
 
 
 def _name(value: str) -> bytes:
@@ -212,17 +219,26 @@ def split_bodies(bodies: bytes) -> list[bytes]:
     return found
 
 
-def signature(secret: bytes, origin: str, epoch: int, payload: bytes) -> bytes:
-    """What a member signs a batch with: hex, as the command line carries it."""
-    mac = hmac.new(secret, b"%s %d\n" % (origin.encode("ascii"), epoch), hashlib.sha256)
-    mac.update(payload)
-    return mac.hexdigest()[:SIGNATURE_HEX].encode("ascii")
+def new_nonce() -> bytes:
+    """What a peer asks a connection to prove itself with."""
+    return secrets.token_hex(NONCE_BYTES).encode("ascii")
 
 
-def signed_by_member(secret: bytes, origin: str, epoch: int, payload: bytes, claimed: bytes) -> bool:
-    return hmac.compare_digest(signature(secret, origin, epoch, payload), claimed)
+def membership_proof(secret: bytes, nonce: bytes, node: str) -> bytes:
+    mac = hmac.new(secret, b"%s %s" % (nonce, node.encode("ascii")), hashlib.sha256)
+    return mac.hexdigest()[:PROOF_HEX].encode("ascii")
 
 
-def repl_command(secret: bytes, origin: str, epoch: int, payload: bytes) -> bytes:
-    return b"REPL %s %d %s\n%s%s" % (origin.encode("ascii"), epoch, signature(secret, origin, epoch, payload),
-                                      _SIZE.pack(len(payload)), payload)
+def proves_membership(secret: bytes, nonce: bytes, node: str, proof: bytes) -> bool:
+    return bool(nonce) and hmac.compare_digest(membership_proof(secret, nonce, node), proof)
+
+
+RAUTH_HELLO: Final = b"RAUTH\n"
+
+
+def rauth_command(node: str, proof: bytes) -> bytes:
+    return b"RAUTH %s %s\n" % (node.encode("ascii"), proof)
+
+
+def repl_command(origin: str, epoch: int, payload: bytes) -> bytes:
+    return b"REPL %s %d\n%s%s" % (origin.encode("ascii"), epoch, _SIZE.pack(len(payload)), payload)

@@ -27,8 +27,9 @@ ANY_STATE = frozenset({b"NOP", b"PUB", b"MPUB", b"DPUB"})
 
 #: The other commands: in which state each is valid, and the state it leads to.
 TRANSITIONS: dict[State, dict[bytes, State]] = {
-    # REPL: a replicated nsqd's peer, which never subscribes (nsqd/replication)
-    State.INIT: {b"IDENTIFY": State.INIT, b"AUTH": State.INIT, b"SUB": State.SUBSCRIBED, b"REPL": State.INIT},
+    # RAUTH, REPL: a replicated nsqd's peer, which never subscribes (nsqd/replication)
+    State.INIT: {b"IDENTIFY": State.INIT, b"AUTH": State.INIT, b"SUB": State.SUBSCRIBED, b"RAUTH": State.INIT,
+                 b"REPL": State.INIT},
     State.SUBSCRIBED: {b"RDY": State.SUBSCRIBED, b"FIN": State.SUBSCRIBED, b"REQ": State.SUBSCRIBED,
                        b"TOUCH": State.SUBSCRIBED, b"CLS": State.CLOSING},
     State.CLOSING: {b"RDY": State.CLOSING, b"FIN": State.CLOSING, b"REQ": State.CLOSING,

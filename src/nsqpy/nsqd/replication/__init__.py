@@ -43,12 +43,14 @@ on a leader elsewhere.
   of ``--replication-lease``. A node whose lease ends is dead to the
   others, whatever it thinks. The member key is created only if absent:
   a second nsqd that advertises a live node's address is refused.
-- **Who may speak REPL.** Every batch is signed with the cluster's secret
-  (``--replication-secret-file``, or one made once and kept in etcd), so
-  a client that reaches port 4150 cannot change what a peer holds. With
+- **Who may speak REPL.** A link proves it is a member before its first
+  batch (``RAUTH``: the cluster's secret answering a nonce the peer made
+  for that connection; ``--replication-secret-file``, or a secret made
+  once and kept in etcd), so a client that reaches port 4150 cannot
+  change what a peer holds, nor replay a proof it saw. With
   ``--tls-required`` links upgrade to TLS as any NSQ client does, with the
   node's own certificate for peers that ask for one; REPL needs no AUTH
-  (``--auth-http-address``): its signature says who sent it.
+  (``--auth-http-address``): the proof says who sent it.
 - **Takeover.** Every peer holding a shadow of an epoch that left the
   members races for ``takeover/<node>/<epoch>`` with an etcd transaction
   (create if absent); the winner adopts its shadow into its own topics
@@ -94,6 +96,6 @@ Not covered yet: messages dropped by a drop-oldest limit stay in the shadows
 until the origin's next restart; a restarted node whose epoch a survivor
 took over drops its data dir's messages of that epoch, including any it
 had acknowledged with fewer copies (``--replication-min-copies`` below
-the factor). A batch is signed, not encrypted: on a network that others
-can watch, use TLS.
+the factor). A proved connection is not encrypted: on a network that
+others can watch (or write into), use TLS.
 """

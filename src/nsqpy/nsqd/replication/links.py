@@ -15,7 +15,7 @@ import time
 
 from ...protocol import commands
 from ...protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, HEARTBEAT, MAGIC_V2, OK, FrameReader
-from ...protocol.replication import BatchWriter, repl_command
+from ...protocol.replication import RAUTH_HELLO, BatchWriter, membership_proof, rauth_command, repl_command
 
 BATCH_BYTES = 16 * 1024 * 1024  # a batch past this is cut between records (a peer takes up to 32 MiB)
 
@@ -72,13 +72,17 @@ class Acks:
 
 
 class PeerLink(asyncio.Protocol):
-    def __init__(self, node: str, host: str, port: int, secret: bytes, tls: ssl.SSLContext | None, on_lost,
-                 on_ready, trouble):
-        """``tls``: peers require TLS (--tls-required): the link upgrades
-        as any NSQ client does, IDENTIFY with ``tls_v1``, then the
-        handshake and the peer's OK through it."""
+    def __init__(self, node: str, host: str, port: int, origin: str, secret: bytes, tls: ssl.SSLContext | None,
+                 on_lost, on_ready, trouble):
+        """Before it is ready the link proves to the peer that ``origin``
+        (this node) is a member, with the cluster's ``secret``
+        (protocol/replication.py's RAUTH). ``tls``: peers require TLS
+        (--tls-required): first the link upgrades as any NSQ client does,
+        IDENTIFY with ``tls_v1``, then the handshake and the peer's OK
+        through it."""
         self.node = node
-        self.secret = secret  # the cluster's: every batch is signed with it
+        self.origin = origin
+        self.secret = secret
         self.tls = tls
         self.host = host
         self.port = port
@@ -91,7 +95,8 @@ class PeerLink(asyncio.Protocol):
         # per batch sent and not yet answered: the publishes waiting for it, when, how many messages
         self.unacked: collections.deque[tuple[list[Acks], float, int]] = collections.deque()
         self.ready = False
-        self.handshake = ""  # the answer awaited before the link is ready: "identify", "confirm"
+        # the answer awaited before the link is ready: "identify", "tls" (upgrading), "confirm", "nonce", "proof"
+        self.handshake = ""
         self.opened = time.monotonic()
         self.closing = False
         self.batches = 0
@@ -106,22 +111,28 @@ class PeerLink(asyncio.Protocol):
             return
         transport.write(MAGIC_V2)
         if self.tls is None:
-            self._became_ready()
+            self._ask_nonce()
             return
         transport.write(commands.identify({"tls_v1": True, "feature_negotiation": True,
                                            "client_id": "nsqpy-replication", "user_agent": "nsqpy-replication"}))
         self.handshake = "identify"
 
-    def _became_ready(self) -> None:
-        self.handshake = ""
-        self.ready = True
-        self.on_ready(self)
+    def _ask_nonce(self) -> None:
+        self.transport.write(RAUTH_HELLO)
+        self.handshake = "nonce"
 
     def _handshake_answer(self, frame_type: int, payload: bytes) -> None:
         if frame_type != FRAME_TYPE_RESPONSE:
             self._refused(payload)
+        elif self.handshake == "nonce":
+            self.transport.write(rauth_command(self.origin, membership_proof(self.secret, payload, self.origin)))
+            self.handshake = "proof"
+        elif self.handshake == "proof" and payload == OK:
+            self.handshake = ""
+            self.ready = True
+            self.on_ready(self)
         elif self.handshake == "confirm" and payload == OK:
-            self._became_ready()
+            self._ask_nonce()
         elif self.handshake == "identify" and payload.startswith(b"{") and json.loads(payload).get("tls_v1"):
             self.handshake = "tls"
             asyncio.get_running_loop().create_task(self._start_tls())
@@ -197,7 +208,7 @@ class PeerLink(asyncio.Protocol):
         now = time.monotonic()
         for index, batch in enumerate(batches):
             last = index == len(batches) - 1
-            self.transport.write(repl_command(self.secret, origin, epoch, b"".join(batch)))
+            self.transport.write(repl_command(origin, epoch, b"".join(batch)))
             self.unacked.append((acks if last else [], now, published if last else 0))
         self.batches += len(batches)
         self.messages += published

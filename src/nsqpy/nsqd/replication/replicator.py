@@ -21,8 +21,8 @@ from ...atomicfile import write_atomically
 from ...errors import StartupError
 from ...ratelog import RateLimitedLog
 from ...protocol.commands import encode_mpub_body
-from ...protocol.replication import (CHANNEL, PAUSED, RESET, ReplicationError, UnsignedBatch, done_record,
-                                     event_record, published_record, read_records, signed_by_member)
+from ...protocol.replication import (CHANNEL, PAUSED, RESET, NotAMember, ReplicationError, done_record,
+                                     event_record, new_nonce, proves_membership, published_record, read_records)
 from ..tls import peer_context
 from .departures import Departures
 from .etcd import Etcd, EtcdUnavailable
@@ -53,7 +53,7 @@ class Replicator:
             self.tls = peer_context(options)  # peers that require TLS are reached over it
         except ValueError as error:
             raise StartupError(str(error)) from None
-        self.secret: bytes | None = None  # the cluster's, that every REPL batch is signed with
+        self.secret: bytes | None = None  # the cluster's, that links prove membership with (RAUTH)
         if options.replication_secret_file:
             self.secret = signing_key(_read_secret(options.replication_secret_file))
         self.etcd = Etcd(options.etcd_endpoints, timeout=max(1.0, options.replication_lease / 3), log=self.log)
@@ -479,8 +479,8 @@ class Replicator:
 
     def _dial(self, node: str) -> None:
         host, _, port = node.rpartition(":")
-        link = self.links[node] = PeerLink(node, host, int(port), self.secret, self.tls, self._link_lost,
-                                           self._link_ready, self._peer_trouble)
+        link = self.links[node] = PeerLink(node, host, int(port), self.node, self.secret, self.tls,
+                                           self._link_lost, self._link_ready, self._peer_trouble)
         asyncio.get_running_loop().create_task(self._connect(link))
 
     async def _ready_link(self, node: str, within: float) -> PeerLink | None:
@@ -676,12 +676,19 @@ class Replicator:
 
     # --- as a peer -------------------------------------------------------------------------------
 
-    def receive(self, origin: str, epoch: int, signature: bytes, payload: bytes) -> "asyncio.Future | None":
-        """A ``REPL`` batch from ``origin``; raises ``UnsignedBatch`` (not
-        from a member: nothing changes) or ``ReplicationError``.
+    @staticmethod
+    def new_nonce() -> bytes:
+        return new_nonce()
+
+    def check_proof(self, nonce: bytes, node: str, proof: bytes) -> None:
+        """Raises ``NotAMember`` unless ``proof`` answers ``nonce`` under the cluster's secret."""
+        if self.secret is None or not proves_membership(self.secret, nonce, node, proof):
+            raise NotAMember(f"RAUTH from {node!r} is not proved with this cluster's secret")
+
+    def receive(self, origin: str, epoch: int, payload: bytes) -> "asyncio.Future | None":
+        """A ``REPL`` batch about ``origin``, from a connection that proved
+        it is a member; raises ``ReplicationError``.
         -> with --replication-ack=disk, what resolves once it is fsynced."""
-        if self.secret is None or not signed_by_member(self.secret, origin, epoch, payload, signature):
-            raise UnsignedBatch(f"REPL from {origin!r} is not signed with this cluster's secret")
         key = (origin, epoch)
         shadow = self.shadows.get(key)
         if shadow is None:
@@ -745,7 +752,7 @@ def _read_secret(path: str) -> bytes:
 
 
 def signing_key(secret: bytes) -> bytes:
-    """The key batches are signed with, from a secret of any size."""
+    """The key membership is proved with, from a secret of any size."""
     return hashlib.sha256(b"nsqpy REPL key\n" + secret).digest()
 
 
