@@ -55,6 +55,15 @@ def test_a_replica_whose_lease_ends_late_counts_as_gone_with_its_origin():
     assert departures.due() == [("a:1", 10, ["b:1"])]
 
 
+def test_a_replica_whose_lease_ends_a_moment_before_its_origins_counts_as_gone_with_it():
+    departures, clock = watching()
+    departures.look({"a:1": 10, "b:1": 20, "c:1": 30})
+    departures.look({"a:1": 10, "c:1": 30})  # b, a's replica, went first
+    departures.look({"c:1": 30})  # then a: its replica was b, not c
+    clock.now = 5
+    assert departures.due() == [("a:1", 10, ["b:1"])]
+
+
 def test_with_three_copies_an_origin_is_lost_only_when_both_replicas_left():
     departures, clock = watching(copies=2)
     departures.look({"a:1": 1, "b:1": 2, "c:1": 3, "d:1": 4})
