@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -184,7 +185,9 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on now, for a program that cannot take port 0
     or must come back on the same one. Chosen below the kernel's ephemeral
     range: a port from that range can be handed to any other socket's
-    connect or bind to port 0 before the program binds it."""
+    connect or bind to port 0 before the program binds it. Reserved for a
+    while across processes (test workers side by side), so that no other
+    caller is given it before the program binds it."""
     low = _ephemeral_low()
     while True:
         port = random.randrange(min(10000, low // 2), low)
@@ -193,7 +196,32 @@ def free_port(host: str = "127.0.0.1") -> int:
                 sock.bind((host, port))
             except OSError:
                 continue
-        return port
+        if _reserved(port):
+            return port
+
+
+PORT_RESERVATIONS = os.path.join(tempfile.gettempdir(), "nsqpy-free-ports")
+RESERVED_FOR = 1800.0  # seconds: longer than any test keeps ports for a daemon to come back on
+
+
+def _reserved(port: int) -> bool:
+    """True if ``port`` is now this caller's: no other caller was given it
+    in the last ``RESERVED_FOR`` seconds (a file per port says when)."""
+    path = os.path.join(PORT_RESERVATIONS, str(port))
+    try:
+        os.makedirs(PORT_RESERVATIONS, exist_ok=True)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
+    except FileExistsError:
+        try:
+            if time.time() - os.stat(path).st_mtime < RESERVED_FOR:
+                return False
+            os.utime(path)  # an old reservation, taken over
+            return True
+        except FileNotFoundError:
+            return False
+    except OSError:  # no writable temp dir: the bind check above is all there is
+        return True
 
 
 def _ephemeral_low() -> int:
