@@ -112,7 +112,7 @@ class HttpApi:
         nsqd = self.nsqd
         if nsqd.exiting:
             raise HttpError(503, "EXITING")
-        refused = None if nsqd.replication is None else nsqd.replication.refusal()
+        refused = nsqd.publish_refusal()
         if refused is not None:
             raise HttpError(503, f"PUB_FAILED {refused}")
         try:

@@ -496,8 +496,13 @@ class NSQD:
         copies a publish needs is not healthy either."""
         if self.health_error is not None:
             return f"NOK - {self.health_error}"
-        refused = None if self.replication is None else self.replication.refusal()
+        refused = self.publish_refusal()
         return "OK" if refused is None else f"NOK - {refused}"
+
+    def publish_refusal(self) -> str | None:
+        """Why a publish would be refused before it is queued (a replicated
+        nsqd that cannot make its copies), or None."""
+        return None if self.replication is None else self.replication.refusal()
 
     def channels(self):
         for topic in self.topics.values():

@@ -19,7 +19,7 @@ from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
 from ..protocol.identify import DEFAULT_HEARTBEAT_INTERVAL_MS, identify_response, negotiate
 from ..protocol.message import MESSAGE_ID_LENGTH
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
-from ..protocol.replication import NotAMember
+from ..protocol.replication import NotAMember, new_nonce
 from ..protocol.v2 import ALLOWED, CONFIRM, START_TLS, State, invalid_in_state, upgrade_steps
 from .auth import AuthError
 from .client import ClientV2
@@ -517,8 +517,7 @@ class V2Protocol(asyncio.Protocol):
     def _publish(self, client: ClientV2, topic_name: str, put, count: int, code: str,
                  name: str) -> Awaitable[None] | None:
         """``put()`` the ``count`` messages, then OK; nsqd's error for what refused them."""
-        replication = self.nsqd.replication
-        refused = None if replication is None else replication.refusal()
+        refused = self.nsqd.publish_refusal()
         if refused is not None:
             raise ProtocolError(code, f"{name} failed {refused}")
         try:
@@ -530,6 +529,7 @@ class V2Protocol(asyncio.Protocol):
         except OSError as error:
             raise ProtocolError(code, f"{name} failed {error}") from None
         client.pub_counts[topic_name] = client.pub_counts.get(topic_name, 0) + count
+        replication = self.nsqd.replication
         acks = None if replication is None else replication.acks()
         if acks is None:
             client.send_frame(OK_FRAME)
@@ -573,7 +573,7 @@ class V2Protocol(asyncio.Protocol):
         ``RAUTH <node> <proof>`` with OK once the proof is good."""
         params = command.params
         if len(params) == 1:
-            client.repl_nonce = self.nsqd.replication.new_nonce()
+            client.repl_nonce = new_nonce()
             client.send_response(client.repl_nonce)
             return
         if len(params) != 3 or not client.repl_nonce:

@@ -22,7 +22,7 @@ from ...errors import StartupError
 from ...ratelog import RateLimitedLog
 from ...protocol.commands import encode_mpub_body
 from ...protocol.replication import (CHANNEL, PAUSED, RESET, NotAMember, ReplicationError, done_record,
-                                     event_record, new_nonce, proves_membership, published_record, read_records)
+                                     event_record, proves_membership, published_record, read_records)
 from ..tls import peer_context
 from .departures import Departures
 from .etcd import Etcd, EtcdUnavailable
@@ -675,10 +675,6 @@ class Replicator:
                     self._replace(lost, link.node)
 
     # --- as a peer -------------------------------------------------------------------------------
-
-    @staticmethod
-    def new_nonce() -> bytes:
-        return new_nonce()
 
     def check_proof(self, nonce: bytes, node: str, proof: bytes) -> None:
         """Raises ``NotAMember`` unless ``proof`` answers ``nonce`` under the cluster's secret."""
