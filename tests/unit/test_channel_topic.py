@@ -96,7 +96,8 @@ class SmallNsqd:
         self.timed_channels: set = set()
         self.replication = None
         self.options = types.SimpleNamespace(node_id=1, max_attempts=0, message_ttl=0.0, expire_action="drop",
-                                             max_depth=0, full_policy="reject")
+                                             max_depth=0, full_policy="reject", retention=0.0,
+                                             retention_bytes=0)
 
     def new_queue(self, name, ephemeral):
         return MessageQueue(1000, None)

@@ -20,7 +20,7 @@ import heapq
 import itertools
 import struct
 import time
-from typing import Final
+from typing import Any, Final
 
 from ..protocol.errors import E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED, ProtocolError
 from ..protocol.names import is_ephemeral
@@ -56,6 +56,9 @@ class Channel:
         self.in_flight = InFlight()
         self.paused = False
         self.exiting = False
+        # a Replay (replay.py) while the channel catches up with its topic's
+        # log: live messages are not taken meanwhile, the log holds them
+        self.replay: Any = None
 
         self.deferred: list[tuple[float, int, Message]] = []
         self._deferred_seq = itertools.count()
@@ -174,16 +177,28 @@ class Channel:
     # --- putting messages in ---------------------------------------------------
 
     def put(self, message: Message) -> None:
+        if self.replay is not None:
+            return
         self.message_count += 1
         self.queue.put(message)
         self._admitted()
 
     def put_many(self, messages: list[Message]) -> None:
+        if self.replay is not None:
+            return
+        self.message_count += len(messages)
+        self.queue.put_many(messages)
+        self._admitted()
+
+    def put_replayed(self, messages: list[Message]) -> None:
+        """Records of the topic's log, moved in by the channel's replay."""
         self.message_count += len(messages)
         self.queue.put_many(messages)
         self._admitted()
 
     def put_batch(self, batch: Batch) -> None:
+        if self.replay is not None:
+            return
         self.message_count += batch.remaining
         self.queue.put_batch(batch)
         self._admitted()
@@ -195,6 +210,8 @@ class Channel:
         self.schedule_dispatch()
 
     def put_deferred(self, message: Message, delay: float) -> None:
+        if self.replay is not None:
+            return
         self.message_count += 1
         disk = self.deferred_disk
         if disk is not None and message.disk_token is None:
@@ -506,6 +523,8 @@ class Channel:
         for client in list(self.clients):
             client.close()
         self.deferred.clear()
+        if self.replay is not None:
+            self.replay.save()
         try:
             return self.queue.persist(leftovers) + kept
         finally:
@@ -515,6 +534,8 @@ class Channel:
 
     def delete(self) -> None:
         self.exiting = True
+        if self.replay is not None:
+            self.replay.stop()
         self._leave_timed()
         self._drop_in_flight()
         for client in list(self.clients):

@@ -21,6 +21,8 @@ from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
 from .bounds import QueueFull, parse_full_policy, parse_max_depth
 from .deferred_view import DEFAULT_LIMIT, MAX_LIMIT, deferred_listing
 from .expiry import parse_expire_action, parse_ttl_ms
+from .http_log import LogApi
+from .retention import parse_retention, parse_retention_bytes
 from .metrics import NsqdCollector
 from .replication.links import ReplicationShort
 from .topic import TopicExiting
@@ -28,6 +30,7 @@ from .topic import TopicExiting
 class HttpApi:
     def __init__(self, nsqd):
         self.nsqd = nsqd
+        self.log_api = LogApi(nsqd)
         self._runner: web.AppRunner | None = None
 
     async def start(self, sites) -> None:
@@ -60,6 +63,7 @@ class HttpApi:
             post("/channel/config", self.channel_config_post),
             get("/config/{opt}", self.config_get, allow_head=False),
             put("/config/{opt}", self.config_put),
+            *self.log_api.routes(),
         ])
         self._runner = await serve(app, sites)
 
@@ -246,6 +250,12 @@ class HttpApi:
         topic = self.nsqd.topics.get(topic_name)
         if topic is None:
             raise HttpError(404, "TOPIC_NOT_FOUND")
+        if "from" in request.query:  # beyond NSQ: a new channel replaying a retained topic (http_log.py)
+            if channel_name in topic.channels:
+                raise HttpError(400, f"CHANNEL_EXISTS {channel_name}: POST /channel/rewind moves an existing channel")
+            answer = self.log_api.replay(topic, channel_name, request)
+            await self._persisted(topic, topic.channels[channel_name])
+            return json_response(answer)
         await self._persisted(topic, topic.get_channel(channel_name))
         return empty_response()
 
@@ -311,14 +321,25 @@ class HttpApi:
         return json_response(stats_module.topic_config(self._existing_topic(request)))
 
     async def topic_config_post(self, request):
-        """Beyond NSQ: ``ttl_ms`` and ``expire_action`` (either or both) for
-        one topic and its channels; persisted in nsqd.dat."""
+        """Beyond NSQ: ``ttl_ms``, ``expire_action``, ``retention`` and
+        ``retention_bytes`` (any of them) for one topic and its channels;
+        persisted in nsqd.dat."""
         topic = self._existing_topic(request)
         if topic.ephemeral:
             raise HttpError(400, "EPHEMERAL_TOPIC")
         ttl_ms = _query_setting(request, "ttl_ms", parse_ttl_ms, "INVALID_TTL")
         expire_action = _query_setting(request, "expire_action", parse_expire_action, "INVALID_EXPIRE_ACTION")
+        retention = _query_setting(request, "retention", parse_retention, "INVALID_RETENTION")
+        retention_bytes = _query_setting(request, "retention_bytes", parse_retention_bytes, "INVALID_RETENTION_BYTES")
         limit = _limit_settings(request)
+        if (retention or retention_bytes) and self.nsqd.replication is not None:
+            raise HttpError(400, "RETENTION_NOT_SUPPORTED a retained topic's log is not replicated yet")
+        try:
+            topic.configure_retention(retention, retention_bytes)
+        except ValueError as error:
+            raise HttpError(400, f"REPLAYING {error}") from None
+        except OSError as error:
+            raise HttpError(500, f"INTERNAL_ERROR {error.strerror or error}") from None
         topic.configure_expiry(None if ttl_ms is None else ttl_ms / 1000, expire_action)
         topic.limit.configure(*limit)
         await self._persisted(topic)

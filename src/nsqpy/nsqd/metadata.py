@@ -2,8 +2,9 @@
 in NSQ's JSON layout, so a data directory survives a restart and moves
 between NSQ's nsqd and ours. Ephemeral topics and channels are never written.
 
-A channel's dead-letter settings (dead_letter.py) and a topic's or a
-channel's expiry and depth limit settings (expiry.py, bounds.py) are extra keys of their entries,
+A channel's dead-letter settings (dead_letter.py), a topic's retention
+(retention.py) and a topic's or a channel's expiry and depth limit
+settings (expiry.py, bounds.py) are extra keys of their entries,
 written only when set: Go's nsqd ignores keys it does not know, so
 it still loads the file (and drops them when it rewrites it).
 """
@@ -14,11 +15,13 @@ import os
 from json.encoder import encode_basestring_ascii as _quote
 
 from ..atomicfile import write_atomically
+from ..options import int_in_range
 from ..protocol import NSQ_VERSION
 from ..protocol.names import is_ephemeral, is_valid_channel_name, is_valid_topic_name
 from .bounds import parse_full_policy, parse_max_depth
 from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
 from .expiry import parse_expire_action, parse_ttl_ms
+from .retention import MAX_RETENTION, parse_retention, parse_retention_bytes
 
 FILE_NAME = "nsqd.dat"
 _compact = json.JSONEncoder(separators=(",", ":")).encode
@@ -67,6 +70,10 @@ def _topic_settings(topic) -> dict:
         settings["ttl_ms"] = round(topic.ttl_setting * 1000)
     if topic.expire_action_setting is not None:
         settings["expire_action"] = topic.expire_action_setting
+    if topic.retention_setting is not None:
+        settings["retention_ms"] = round(topic.retention_setting * 1000)
+    if topic.retention_bytes_setting is not None:
+        settings["retention_bytes"] = topic.retention_bytes_setting
     return _with_limit(settings, topic.limit)
 
 
@@ -108,6 +115,10 @@ def _setting(entry: dict, key: str, parse, where: str, log, path: str):
 
 def _ttl_seconds(text: str) -> float:
     return parse_ttl_ms(text) / 1000
+
+
+def _retention_seconds(text: str) -> float:
+    return parse_retention(f"{int_in_range('retention_ms', text, round(MAX_RETENTION * 1000))}ms")
 
 
 def _dead_letter_settings(entry: dict, topic_name: str, log, path: str) -> dict:
@@ -203,7 +214,7 @@ class MetadataWriter:
 
 
 def read(data_path: str, log) -> list[tuple]:
-    """[(topic, paused, expiry settings, limit settings, [(channel, paused,
+    """[(topic, paused, expiry settings, retention settings, limit settings, [(channel, paused,
     dead-letter settings, TTL, limit settings)])]; invalid names and values
     are skipped with a warning."""
     path = metadata_path(data_path)
@@ -232,5 +243,8 @@ def read(data_path: str, log) -> list[tuple]:
                              _limit_settings(channel, f"{name}:{channel_name}", log, path)))
         expiry = {"ttl": _setting(topic, "ttl_ms", _ttl_seconds, name, log, path),
                   "expire_action": _setting(topic, "expire_action", parse_expire_action, name, log, path)}
-        result.append((name, bool(topic.get("paused")), expiry, _limit_settings(topic, name, log, path), channels))
+        retention = {"seconds": _setting(topic, "retention_ms", _retention_seconds, name, log, path),
+                     "max_bytes": _setting(topic, "retention_bytes", parse_retention_bytes, name, log, path)}
+        result.append((name, bool(topic.get("paused")), expiry, retention, _limit_settings(topic, name, log, path),
+                       channels))
     return result

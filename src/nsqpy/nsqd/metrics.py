@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..metrics import TextFamily, label_text
 from .latency import summarize
+from .retention import channel_log_position
 
 # (figure, help, how to read it from a topic or a channel)
 _TOPIC_GAUGES = [
@@ -26,6 +27,18 @@ _TOPIC_COUNTERS = [
     ("messages", "Messages published to the topic.", lambda t: t.message_count),
     ("message_bytes", "Bytes of message bodies published to the topic.", lambda t: t.message_bytes),
     ("dropped", "Messages dropped by the topic's drop-oldest limit.", lambda t: t.limit.dropped),
+]
+# beyond NSQ, for retained topics (retention.py) and their channels only
+_LOG_GAUGES = [
+    ("log_earliest_offset", "The first offset the topic's log still holds.", lambda t: t.topic_log.earliest),
+    ("log_latest_offset", "The offset the topic's next message will have (the log's end).",
+     lambda t: t.topic_log.latest),
+    ("log_bytes", "Bytes of the topic's log on disk.", lambda t: t.topic_log.bytes),
+    ("log_segments", "Segment files of the topic's log.", lambda t: len(t.topic_log.segments)),
+]
+_CHANNEL_LOG_GAUGES = [
+    ("log_lag", "Messages of the topic's log the channel has yet to deliver (queued, and not yet replayed).",
+     lambda c: channel_log_position(c, c.topic.topic_log)["log_lag"]),
 ]
 _CHANNEL_GAUGES = [
     ("depth", "Messages queued in the channel (memory and disk), not yet delivered.", lambda c: len(c.queue)),
@@ -129,10 +142,17 @@ class NsqdCollector:
             family.add_rows(topics, read)
         for family, read in channel_families:
             family.add_rows(channels, read)
+        log_families = _families("topic", _LOG_GAUGES, []) + _families("channel", _CHANNEL_LOG_GAUGES, [])
+        retained = [(topic, labels) for topic, labels in topics if topic.topic_log is not None]
+        retained_channels = [(channel, labels) for channel, labels in channels if channel.topic.topic_log is not None]
+        for family, read in log_families[:len(_LOG_GAUGES)]:
+            family.add_rows(retained, read)
+        for family, read in log_families[len(_LOG_GAUGES):]:
+            family.add_rows(retained_channels, read)
         for channel, _ in channels:
             if channel.latency is not None:
                 self._add_latency(latency, channel.topic.name, channel.name, summarize([channel.latency], quantiles))
-        families = [family for family, _ in topic_families + channel_families]
+        families = [family for family, _ in topic_families + channel_families + log_families]
         return families + [latency] if quantiles else families
 
     @staticmethod

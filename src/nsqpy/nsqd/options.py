@@ -11,6 +11,7 @@ from ..options import format_duration, option
 from .bounds import MAX_DEPTH_LIMIT
 from .dead_letter import MAX_ATTEMPTS_LIMIT
 from .expiry import MAX_TTL_MS
+from .retention import MAX_RETENTION, MAX_RETENTION_BYTES
 
 
 def default_node_id() -> int:
@@ -119,6 +120,12 @@ class NsqdOptions:
                               "'reject' publishes or 'drop-oldest' queued messages",
                               choices=("reject", "drop-oldest"))
 
+    retention: float = option(0.0, "beyond NSQ: default for every topic; keep every accepted message in the "
+                              "topic's log this long, for replay and offset reads (0 = no log unless "
+                              "--retention-bytes)", duration=True)
+    retention_bytes: int = option(0, "beyond NSQ: default for every topic; the most bytes a topic's log keeps "
+                                  "(whole segments of --max-bytes-per-file go first; 0 = no limit by size)")
+
     export_for_go: bool = option(False, "beyond NSQ: move every deferred message of --data-path into its "
                                  "channel's ordinary queue, so that NSQ's own nsqd loads them, then exit")
 
@@ -195,6 +202,13 @@ class NsqdOptions:
         if not 0 <= self.message_ttl * 1000 <= MAX_TTL_MS:
             raise ValueError(f"--message-ttl {format_duration(self.message_ttl)} must be in "
                              f"[0, {format_duration(MAX_TTL_MS / 1000)}]")
+        if not 0 <= self.retention <= MAX_RETENTION:
+            raise ValueError(f"--retention {format_duration(self.retention)} must be in [0, 87600h]")
+        if not 0 <= self.retention_bytes <= MAX_RETENTION_BYTES:
+            raise ValueError(f"--retention-bytes {self.retention_bytes} must be in [0, {MAX_RETENTION_BYTES}]")
+        if (self.retention or self.retention_bytes) and self.replication_factor > 1:
+            raise ValueError("--retention cannot be used with --replication-factor above 1 yet "
+                             "(a retained topic's log is not replicated)")
         if not 0 <= self.busy_poll <= MAX_BUSY_POLL:
             raise ValueError(f"--busy-poll {format_duration(self.busy_poll)} must be in [0, 10ms]")
         for p in self.e2e_processing_latency_percentiles:

@@ -18,7 +18,7 @@ from ..protocol import lookup as lookup_v1
 from ..protocol import replication as replication_records
 from ..protocol.identify import IdentifyPolicy
 from ..protocol.names import is_ephemeral
-from . import metadata
+from . import metadata, retention
 from .auth import AuthClient
 from .busypoll import BusyPoll
 from .client import ClientV2
@@ -26,6 +26,7 @@ from .latency import LatencyWindow
 from .lookup import LookupPeer
 from .options import NsqdOptions
 from .queue import MessageQueue, MessagesLost
+from .replay import Replay
 from .tls import server_context
 from .tcp import V2Protocol
 from .bounds import QueueFull
@@ -116,6 +117,7 @@ class NSQD:
             self.tcp_address = bound_address(tcp_sock)
             self.tcp_port = bound_port(tcp_sock)
             self._load_metadata()
+            retention.warn_of_unretained_logs(self)
             settle_interrupted(self)
             self._check_writable()
             # as NSQ's nsqd, registered with nsqlookupd by the time it says where it listens
@@ -144,6 +146,7 @@ class NSQD:
         self._tasks = [
             self.loop.create_task(self._queue_scan_loop()),
             self.loop.create_task(self._sync_loop()),
+            self.loop.create_task(retention.retention_loop(self)),
         ]
         if self.options.statsd_address:
             from .statsd import StatsdPusher  # with the stats it sends: only a daemon that pushes them loads them
@@ -267,9 +270,10 @@ class NSQD:
             raise StartupError(str(error)) from None
         self._loading = True
         try:
-            for topic_name, paused, expiry_settings, topic_limit, channels in entries:
+            for topic_name, paused, expiry_settings, retention_settings, topic_limit, channels in entries:
                 topic = self.get_topic(topic_name)
                 topic.configure_expiry(**expiry_settings)
+                topic.configure_retention(**retention_settings)
                 topic.limit.configure(*topic_limit)
                 for channel_name, channel_paused, dead_letter_settings, ttl, channel_limit in channels:
                     channel = topic.get_channel(channel_name)
@@ -279,6 +283,7 @@ class NSQD:
                         channel.configure_ttl(ttl)
                     if channel_paused:
                         channel.pause()
+                    Replay.resume(channel)
                 if paused:
                     topic.pause()
         finally:
@@ -362,11 +367,12 @@ class NSQD:
 
     def _open_disk(self, name: str, deferred: bool = False) -> DiskQueue:
         disk = open_disk_queue(self.options, self.data_path, name, self.log, deferred=deferred)
-        disk.on_dirty = self._flush_soon
+        disk.on_dirty = self.flush_soon
         return disk
 
-    def _flush_soon(self, disk: DiskQueue) -> None:
-        """``disk`` has acknowledgements or marks not yet written: they are,
+    def flush_soon(self, disk) -> None:
+        """``disk`` has acknowledgements or marks not yet written (a topic
+        log: records), and they are,
         once the work of this loop turn is done (``flush_dirty``)."""
         self._dirty_disks.append(disk)
         if len(self._dirty_disks) == 1:
@@ -387,6 +393,16 @@ class NSQD:
             except OSError as error:
                 self.health_error = str(error)
                 self.log.error("DISKQUEUE(%s): flush failed: %s", disk.name, error)
+
+    def open_topic_log(self, topic_name: str):
+        return retention.open_topic_log(self, topic_name)
+
+    def close_topic_log(self, topic_log) -> None:
+        """At shutdown: what waits is written and fsynced, or the loss is logged."""
+        try:
+            topic_log.close()
+        except OSError as error:
+            self.log.error("LOG(%s): failed to write at shutdown: %s", topic_log.name, error)
 
     def new_latency_window(self) -> LatencyWindow | None:
         options = self.options
@@ -531,7 +547,7 @@ class NSQD:
         while True:
             await asyncio.sleep(interval)
             for topic in list(self.topics.values()):
-                disks = [topic.queue.disk]
+                disks = [topic.queue.disk, topic.topic_log]
                 for channel in topic.channels.values():
                     disks += [channel.queue.disk, channel.deferred_disk]
                 for disk in disks:

@@ -9,6 +9,7 @@ from json.encoder import encode_basestring_ascii as _quote
 
 from ..protocol import NSQ_VERSION
 from .latency import summarize
+from .retention import channel_log_position, log_extent
 
 _compact = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 _NO_LATENCY = _compact(summarize([], []))
@@ -70,6 +71,7 @@ def _channel_config_members(channel) -> str:
 
 def _topic_config_members(topic) -> str:
     return (f'"ttl_ms":{round(topic.message_ttl * 1000)},"expire_action":{_quote(topic.expire_action)},'
+            f'"retention_ms":{round(topic.retention * 1000)},"retention_bytes":{topic.retention_bytes},'
             f'{_limit_members(topic.limit)}')
 
 
@@ -114,8 +116,14 @@ def _channel_json(channel, include_clients: bool, quantiles: list[float]) -> str
         f'"e2e_processing_latency":{_latency_json([channel], quantiles)},'
         f'{_channel_config_members(channel)},"dead_letter_count":{channel.dead_letter_count},'
         f'"expired_count":{channel.expired_count},"dropped_count":{channel.limit.dropped},'
-        f'{_at_risk_json(queue, in_flight + deferred)}}}'
+        f'{_at_risk_json(queue, in_flight + deferred)}{_log_position_json(channel)}}}'
     )
+
+
+def _log_position_json(channel) -> str:
+    """Beyond NSQ, for a retained topic's channel only (retention.py)."""
+    topic_log = channel.topic.topic_log
+    return "" if topic_log is None else "," + _compact(channel_log_position(channel, topic_log))[1:-1]
 
 
 def _topic_json(topic, channel_filter: str | None, include_clients: bool, quantiles: list[float]) -> str:
@@ -131,8 +139,13 @@ def _topic_json(topic, channel_filter: str | None, include_clients: bool, quanti
         f'"backend_depth":{queue.backend_depth},"message_count":{topic.message_count},'
         f'"message_bytes":{topic.message_bytes},"paused":{"true" if topic.paused else "false"},'
         f'"e2e_processing_latency":{latency},{_topic_config_members(topic)},'
-        f'"dropped_count":{topic.limit.dropped},{_at_risk_json(queue, 0)}}}'
+        f'"dropped_count":{topic.limit.dropped},{_at_risk_json(queue, 0)}{_log_json(topic)}}}'
     )
+
+
+def _log_json(topic) -> str:
+    """Beyond NSQ, for a retained topic only: what its log holds."""
+    return "" if topic.topic_log is None else f',"log":{_compact(log_extent(topic.topic_log))}'
 
 
 def memory_stats() -> dict:

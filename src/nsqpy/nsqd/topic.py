@@ -44,6 +44,11 @@ class Topic:
         self.expire_action_setting: str | None = None
         self.limit = DepthLimit(f"topic {name}", nsqd.options.max_depth, nsqd.options.full_policy)
         self._drain_scheduled = False
+        # retention (retention.py): None settings follow nsqd's flags; the
+        # log (topiclog/) exists while the topic is retained
+        self.retention_setting: float | None = None
+        self.retention_bytes_setting: int | None = None
+        self.topic_log = None if self.ephemeral or not self.retained else nsqd.open_topic_log(name)
 
     @property
     def depth(self) -> int:
@@ -58,6 +63,9 @@ class Topic:
         self._check_open(len(bodies))
         if ids is None:
             ids = self.guid.new_ids(len(bodies))
+        topic_log = self.topic_log
+        if topic_log is not None:
+            topic_log.append(ids, bodies, timestamp)
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
         replication = self.nsqd.replication
         if replication is not None:
@@ -80,6 +88,9 @@ class Topic:
         it is (batch.py). Raises as ``publish`` does."""
         self._check_open(count)
         batch = Batch(body, count, timestamp, self.guid.reserve(count))
+        topic_log = self.topic_log
+        if topic_log is not None:
+            topic_log.append_mpub(body, count, timestamp, batch.ids.copy().take(count))
         replication = self.nsqd.replication
         if replication is not None:
             replication.published_mpub(self.name, timestamp, batch.ids.copy().take(count), body,
@@ -178,6 +189,41 @@ class Topic:
         for channel in self.channels.values():
             channel.follow_topic_expiry(self.message_ttl, self.expire_action)
 
+    # --- retention ----------------------------------------------------------------
+
+    @property
+    def retention(self) -> float:
+        return self.nsqd.options.retention if self.retention_setting is None else self.retention_setting
+
+    @property
+    def retention_bytes(self) -> int:
+        options = self.nsqd.options
+        return options.retention_bytes if self.retention_bytes_setting is None else self.retention_bytes_setting
+
+    @property
+    def retained(self) -> bool:
+        return not self.ephemeral and bool(self.retention or self.retention_bytes)
+
+    def configure_retention(self, seconds: float | None, max_bytes: int | None) -> None:
+        """Set either or both (None keeps the current setting). A topic that
+        becomes retained starts its log; one that stops being retained
+        deletes it (refused while a channel replays from it)."""
+        before = (self.retention_setting, self.retention_bytes_setting)
+        if seconds is not None:
+            self.retention_setting = seconds
+        if max_bytes is not None:
+            self.retention_bytes_setting = max_bytes
+        if self.retained and self.topic_log is None:
+            self.topic_log = self.nsqd.open_topic_log(self.name)
+        elif not self.retained and self.topic_log is not None:
+            replaying = [channel.name for channel in self.channels.values() if channel.replay is not None]
+            if replaying:
+                self.retention_setting, self.retention_bytes_setting = before
+                raise ValueError(f"channel {replaying[0]} is replaying from the log; "
+                                 "let it catch up or delete it first")
+            topic_log, self.topic_log = self.topic_log, None
+            topic_log.delete()
+
     # --- channels ---------------------------------------------------------------
 
     def get_channel(self, name: str) -> Channel:
@@ -235,6 +281,8 @@ class Topic:
                                        lambda: self.queue.persist([])])
         finally:
             self.queue.close()
+            if self.topic_log is not None:
+                self.nsqd.close_topic_log(self.topic_log)
 
     def delete(self) -> None:
         self.exiting = True
@@ -242,3 +290,5 @@ class Topic:
             channel.delete()
         self.channels.clear()
         self.queue.delete()
+        if self.topic_log is not None:
+            self.topic_log.delete()

@@ -1,0 +1,155 @@
+"""Replay: a channel of a retained topic delivers its log again from a point
+(``POST /channel/create?from=`` or ``POST /channel/rewind?from=``), then the
+live messages, each once; consumers need no change.
+
+A channel stays NSQ's channel throughout (its queue, in-flight, deferred
+and dead-letter rules are untouched). While it replays it takes no live
+messages from its topic, and a cursor moves the log's records into its
+queue, a window at a time, as its consumers make room: every live message
+is in the log already, so the cursor reaches it. When the cursor reaches
+the log's end, in the same step the channel takes live messages again, so
+nothing falls between the two.
+
+Rewinding drops whatever the channel held (queued, deferred and in flight,
+as ``/channel/empty`` does), so nothing is delivered twice from it. The
+cursor is kept in ``<topic>.log/<channel>.replay``, at most a second
+behind, so a restart resumes the replay (a crash repeats at most that
+second's records: at least once).
+"""
+
+import os
+import time
+from typing import Final
+
+from ..atomicfile import write_atomically
+from ..protocol.logchunk import CorruptChunk
+from .message import Message
+
+WINDOW: Final = 10_000  # records queued in the channel ahead of its consumers
+WINDOW_BYTES: Final = 8 * 1024 * 1024  # read from the log in one step
+TICK: Final = 0.01  # seconds between looks while the window is full
+RETRY: Final = 1.0  # seconds before trying again after a read or write failed
+SAVE_INTERVAL: Final = 1.0  # seconds between writes of the cursor
+CURSOR_SUFFIX: Final = ".replay"
+
+
+def cursor_path(channel) -> str:
+    return os.path.join(channel.topic.topic_log.directory, channel.name + CURSOR_SUFFIX)
+
+
+class Replay:
+    """The cursor of one channel catching up with its topic's log."""
+
+    def __init__(self, channel, offset: int):
+        self.channel = channel
+        self.offset = offset  # the next record to queue
+        self.log = channel.topic.nsqd.log
+        self.path = cursor_path(channel)
+        self._handle = None
+        self._saved_at = 0.0
+        self._save()
+        self._schedule(0)
+
+    @classmethod
+    def start(cls, channel, offset: int) -> "Replay":
+        """Rewind ``channel`` to ``offset``: what it holds is dropped."""
+        if channel.replay is not None:
+            channel.replay.cancel()
+        channel.empty()
+        replay = channel.replay = cls(channel, offset)
+        return replay
+
+    @classmethod
+    def resume(cls, channel) -> None:
+        """After a restart, the replay ``channel`` was in, if it was in one."""
+        if channel.topic.topic_log is None:
+            return
+        try:
+            with open(cursor_path(channel), "rb") as f:
+                offset = int(f.read().strip() or b"0")
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as error:
+            channel.topic.nsqd.log.error("CHANNEL(%s): cannot read its replay cursor: %s", channel.name, error)
+            return
+        channel.replay = cls(channel, offset)
+
+    # --- moving records ----------------------------------------------------------------
+
+    def _schedule(self, delay: float) -> None:
+        loop = self.channel.loop
+        self._handle = loop.call_soon(self._step) if delay <= 0 else loop.call_later(delay, self._step)
+
+    def _step(self) -> None:
+        self._handle = None
+        channel = self.channel
+        topic_log = channel.topic.topic_log
+        if channel.replay is not self or topic_log is None:
+            return
+        room = WINDOW - len(channel.queue)
+        if room > 0:
+            try:
+                self._move(topic_log, room)
+            except (OSError, CorruptChunk) as error:
+                self.log.error("TOPIC(%s): CHANNEL(%s): replay at offset %d failed: %s", channel.topic.name,
+                               channel.name, self.offset, error)
+                self._schedule(RETRY)
+                return
+        if self.offset >= topic_log.latest:
+            self._caught_up()
+            return
+        if time.monotonic() - self._saved_at >= SAVE_INTERVAL:
+            self._save()
+        self._schedule(0 if room > 0 else TICK)
+
+    def _move(self, topic_log, room: int) -> None:
+        earliest = topic_log.earliest
+        if self.offset < earliest:
+            self.log.warning("TOPIC(%s): CHANNEL(%s): replay skips offsets %d to %d, removed by retention",
+                             self.channel.topic.name, self.channel.name, self.offset, earliest - 1)
+            self.offset = earliest
+        chunks, next_offset = topic_log.records(self.offset, self.offset + room, WINDOW_BYTES)
+        messages = [Message(message_id, body, timestamp)
+                    for chunk in chunks
+                    for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps)]
+        if messages:
+            self.channel.put_replayed(messages)
+        self.offset = next_offset
+
+    def _caught_up(self) -> None:
+        """The log's end: the channel takes live messages from now on."""
+        channel = self.channel
+        channel.replay = None
+        self._remove()
+        self.log.info("TOPIC(%s): CHANNEL(%s): replay caught up at offset %d", channel.topic.name,
+                      channel.name, self.offset)
+
+    # --- the cursor on disk --------------------------------------------------------------
+
+    def _save(self) -> None:
+        try:
+            write_atomically(self.path, b"%d\n" % self.offset)
+            self._saved_at = time.monotonic()
+        except OSError as error:
+            self.log.error("CHANNEL(%s): cannot write its replay cursor: %s", self.channel.name, error)
+
+    def _remove(self) -> None:
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
+
+    def save(self) -> None:
+        """At shutdown, where the replay resumes."""
+        self.cancel()
+        self._save()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def stop(self) -> None:
+        """The channel goes (deleted): so does its cursor."""
+        self.cancel()
+        self._remove()

@@ -1,0 +1,445 @@
+"""A retained topic's log: every message the topic accepted, in acceptance
+order, each with an offset that is never reused.
+
+Files, in ``<data-path>/<topic>.log/``: segment files named by their first
+offset (segment.py), each a run of chunks (protocol/logchunk.py). Only the
+last segment is written; a new one starts when a chunk would take it past
+``segment_bytes`` (``--max-bytes-per-file``). The last segment is never
+deleted, so its name keeps the next offset through any restart even when
+retention has removed every record.
+
+Writes: a publish's records wait in memory until the end of the event
+loop's turn (``flush``, called by the owner when ``on_pending`` asks), so
+the turn's publishes make one chunk and one write; the turn's OK frames go
+out after it. With ``sync_every`` 1 a publish is written and fsynced before
+``append`` returns, so before its OK; otherwise every ``sync_every``
+publishes and on the owner's timer, as nsqd's disk queues are. After a
+write fails (a full disk), each publish is written at once until one
+succeeds, so the publishers hear of it.
+
+Reads never change the log: ``plan`` names the file ranges (and the at
+most two re-encoded edge chunks) that hold an offset range, opened so a
+segment removed meanwhile still reads whole; ``records`` decodes them.
+"""
+
+import bisect
+import logging
+import os
+from array import array
+from typing import Callable, Final, NamedTuple
+
+from ..protocol import logchunk
+from ..protocol.commands import int32_at
+from ..protocol.logchunk import HEADER_SIZE, Records
+from .segment import SEGMENT_SUFFIX, Segment
+
+CHUNK_RECORDS: Final = 8192  # a turn's records beyond this start another chunk
+CHUNK_BYTES: Final = 4 * 1024 * 1024
+DEFAULT_READ_BYTES: Final = 16 * 1024 * 1024
+MAX_READ_BYTES: Final = 256 * 1024 * 1024
+
+
+class OffsetOutOfRange(ValueError):
+    """An offset before the earliest retained one or past the log's end."""
+
+
+class ReadPlan(NamedTuple):
+    """What a read serves: records ``first_offset`` .. ``next_offset`` - 1 as
+    ``pieces``, each ``bytes`` or ``(fd, position, length)``.
+    ``first_offset`` is past the asked start only where offsets are
+    missing (a corrupt segment skipped)."""
+
+    first_offset: int
+    next_offset: int
+    pieces: list
+    size: int
+    fds: list[int]
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+
+
+class TopicLog:
+    def __init__(self, directory: str, *, segment_bytes: int, sync_every: int,
+                 logger: logging.Logger, on_pending: Callable[["TopicLog"], None] | None = None):
+        self.directory = directory
+        self.name = os.path.basename(directory)  # <topic>.log, as logs name it
+        self.segment_bytes = segment_bytes
+        self.sync_every = max(1, sync_every)
+        self.logger = logger
+        self.on_pending = on_pending  # asked once per turn with records waiting: call flush() soon
+        self.segments: list[Segment] = []
+        self.bytes = 0  # of all segments
+        self.failed: OSError | None = None  # the last write's failure, until one succeeds
+        self._fd = -1
+        self._unsynced = 0
+        self._dirty = False  # written since the last fsync
+        self._closed = False
+        self._pending_ts = array("q")
+        self._pending_ids: list[bytes] = []
+        self._pending_ends = array("i", [0])
+        self._pending_bodies: list = []
+        self._next_offset = 0
+        os.makedirs(directory, exist_ok=True)
+        self._open_segments()
+
+    # --- what it holds ------------------------------------------------------------
+
+    @property
+    def earliest(self) -> int:
+        """The first offset still retained (== ``latest`` when none is)."""
+        for segment in self.segments:
+            if segment.count:
+                return segment.base
+        return self._next_offset - len(self._pending_ids) if self._pending_ids else self.segments[-1].base
+
+    @property
+    def latest(self) -> int:
+        """The offset the next message will have (Kafka's log end offset)."""
+        return self._next_offset
+
+    @property
+    def earliest_time(self) -> int:
+        """Unix ns of the first retained record (0: none)."""
+        for segment in self.segments:
+            if segment.count:
+                return segment.first_ts
+        return self._pending_ts[0] if self._pending_ts else 0
+
+    @property
+    def latest_time(self) -> int:
+        return self._pending_ts[-1] if self._pending_ts else max((s.max_ts for s in self.segments), default=0)
+
+    @property
+    def needs_sync(self) -> bool:
+        return self._dirty or bool(self._pending_ids)
+
+    # --- writing --------------------------------------------------------------------
+
+    def append(self, ids: list[bytes], bodies: list, timestamp: int) -> int:
+        """Records for one publish; -> the first one's offset. Raises
+        ``OSError`` when the write it waits for fails (nothing of this
+        publish is then in the log)."""
+        first = self._next_offset
+        ends = self._pending_ends
+        total = ends[-1]
+        for body in bodies:
+            total += len(body)
+            ends.append(total)
+        self._pending_bodies += bodies
+        self._added(ids, timestamp)
+        return first
+
+    def append_mpub(self, payload: bytes, count: int, timestamp: int, ids: list[bytes]) -> int:
+        """An MPUB's validated body (``[count]([size][body])*``) as records."""
+        first = self._next_offset
+        view = memoryview(payload)
+        ends = self._pending_ends
+        bodies = self._pending_bodies
+        total = ends[-1]
+        pos = 4
+        for _ in range(count):
+            size = int32_at(payload, pos)
+            bodies.append(view[pos + 4:pos + 4 + size])
+            pos += 4 + size
+            total += size
+            ends.append(total)
+        self._added(ids, timestamp)
+        return first
+
+    def _added(self, ids: list[bytes], timestamp: int) -> None:
+        count = len(ids)
+        was_empty = not self._pending_ids
+        self._pending_ids += ids
+        self._pending_ts.extend([timestamp] * count)
+        self._next_offset += count
+        self._unsynced += 1
+        if self.sync_every == 1 or self.failed is not None:
+            self._write_now()
+        elif len(self._pending_ids) >= CHUNK_RECORDS or self._pending_ends[-1] >= CHUNK_BYTES:
+            self.flush()
+        elif was_empty and self.on_pending is not None:
+            self.on_pending(self)
+        if self._unsynced >= self.sync_every:
+            self.sync()
+
+    def _write_now(self) -> None:
+        try:
+            self.flush()
+            if self.sync_every == 1:
+                self.sync()
+        except OSError:
+            self._unsynced = 0
+            raise
+
+    def flush(self) -> None:
+        """Write the records waiting in memory as one chunk. Raises
+        ``OSError`` when the disk refuses: they are dropped and their
+        offsets given again (no reader could have read them)."""
+        ids = self._pending_ids
+        if not ids or self._closed:
+            return
+        first = self._next_offset - len(ids)
+        timestamps, ends, bodies = self._pending_ts, self._pending_ends, self._pending_bodies
+        self._pending_ts, self._pending_ids, self._pending_ends, self._pending_bodies = array("q"), [], array("i", [0]), []
+        try:
+            chunk = logchunk.encode(first, timestamps, ids, ends, bodies)
+            active = self.segments[-1]
+            if active.size and active.size + len(chunk) > self.segment_bytes:
+                self._roll(first)
+                active = self.segments[-1]
+            self._write(chunk, active)
+        except OSError as error:
+            self._next_offset = first
+            self.failed = error
+            raise
+        self.failed = None
+        active.added(logchunk.read_header(chunk), timestamps[0], max(timestamps))
+        self.bytes += len(chunk)
+        self._dirty = True
+
+    def _write(self, chunk: bytes, active: Segment) -> None:
+        data = memoryview(chunk)
+        try:
+            while data:
+                written = os.write(self._fd, data)
+                data = data[written:]
+        except OSError:
+            os.ftruncate(self._fd, active.size)  # the file ends at its last whole chunk again
+            raise
+
+    def sync(self) -> None:
+        """What was appended so far, written and fsynced."""
+        self.flush()
+        if self._dirty and self._fd >= 0:
+            os.fsync(self._fd)
+        self._dirty = False
+        self._unsynced = 0
+
+    def _roll(self, base: int) -> None:
+        """Seal the last segment (fsynced, its index written) and start one at ``base``."""
+        sealed = self.segments[-1]
+        os.fsync(self._fd)
+        self._dirty = False
+        os.close(self._fd)
+        self._fd = -1
+        sealed.write_index()
+        self._start_segment(base)
+
+    def _start_segment(self, base: int) -> None:
+        segment = Segment(self.directory, base)
+        self._fd = os.open(segment.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.segments.append(segment)
+        _fsync_directory(self.directory)
+
+    # --- retention ---------------------------------------------------------------------
+
+    def retain(self, now_ns: int, seconds: float, max_bytes: int) -> int:
+        """Remove the oldest segments wholly older than ``seconds`` (0: no
+        limit by age) or beyond ``max_bytes`` (0: none); -> how many. The
+        last segment is sealed first when all of it has aged out, so an idle
+        topic's records go too; it is never removed for its size."""
+        removed = 0
+        if seconds:
+            cutoff = now_ns - int(seconds * 1e9)
+            active = self.segments[-1]
+            if active.count and active.max_ts < cutoff and not self._pending_ids:
+                self._roll(self._next_offset)
+            while len(self.segments) > 1 and self.segments[0].max_ts < cutoff:
+                self._remove_oldest()
+                removed += 1
+        if max_bytes:
+            while len(self.segments) > 1 and self.bytes > max_bytes:
+                self._remove_oldest()
+                removed += 1
+        return removed
+
+    def _remove_oldest(self) -> None:
+        segment = self.segments.pop(0)
+        self.bytes -= segment.size
+        for path in (segment.path, segment.index_path):
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+
+    # --- reading -------------------------------------------------------------------------
+
+    def offset_at(self, ts: int) -> int:
+        """The first offset whose record was accepted at Unix ns ``ts`` or
+        later (``latest`` when none was)."""
+        self.flush()
+        for segment in self.segments:
+            if segment.max_ts < ts:
+                continue
+            fd = os.open(segment.path, os.O_RDONLY)
+            try:
+                found = segment.first_at_or_after(fd, ts)
+            finally:
+                os.close(fd)
+            if found is not None:
+                return found
+        return self._next_offset
+
+    def plan(self, start: int, end: int | None = None, max_bytes: int = DEFAULT_READ_BYTES) -> ReadPlan:
+        """The records from offset ``start`` up to ``end`` (exclusive; the
+        log's end when None), as many whole chunks as fit in ``max_bytes``
+        (at least one record). ``OffsetOutOfRange`` for a ``start`` before
+        ``earliest`` or past ``latest``."""
+        self.flush()
+        earliest, latest = self.earliest, self._next_offset
+        if not earliest <= start <= latest:
+            raise OffsetOutOfRange(f"offset {start} is outside the retained offsets [{earliest}, {latest}]")
+        end = latest if end is None else min(end, latest)
+        plan = ReadPlan(start, start, [], 0, [])
+        offset, budget = start, max_bytes
+        first = None
+        try:
+            for segment in self.segments[max(bisect.bisect_right([s.base for s in self.segments], start) - 1, 0):]:
+                if offset >= end or budget <= 0:
+                    break
+                if segment.end_offset <= offset or not segment.count:
+                    continue
+                offset = max(offset, segment.base)
+                if offset >= end:
+                    break
+                fd = os.open(segment.path, os.O_RDONLY)
+                plan.fds.append(fd)
+                if first is None:
+                    first = offset
+                offset, budget = self._plan_segment(plan, segment, fd, offset, end, budget)
+                if offset < segment.end_offset:  # stopped by the range or the budget
+                    break
+        except BaseException:
+            plan.close()
+            raise
+        size = sum(len(piece) if isinstance(piece, bytes) else piece[2] for piece in plan.pieces)
+        return plan._replace(first_offset=start if first is None else first, next_offset=offset, size=size)
+
+    def _plan_segment(self, plan: ReadPlan, segment: Segment, fd: int, offset: int, end: int,
+                      budget: int) -> tuple[int, int]:
+        """Add the pieces of ``segment`` from ``offset``; -> (next offset, budget left)."""
+        position, header = segment.position_of(fd, offset)
+        if header.first_offset < offset or header.end_offset > end:  # an edge: cut to the range
+            piece = logchunk.trimmed(os.pread(fd, header.size, position), 0, offset, end)
+            plan.pieces.append(piece)
+            offset = min(header.end_offset, end)
+            budget -= len(piece)
+            position += header.size
+            if offset >= end or budget <= 0 or position >= segment.size:
+                return offset, budget
+        stop = segment.boundary_at_or_before(fd, position + budget, position)
+        partial = None
+        if end < segment.end_offset:
+            end_position, end_header = segment.position_of(fd, end)
+            if end_position < stop or (end_position == stop and end_header.first_offset < end):
+                stop = end_position
+                if end_header.first_offset < end:
+                    partial = end_header
+        if stop > position:
+            plan.pieces.append((fd, position, stop - position))
+            budget -= stop - position
+            offset = self._offset_at_position(segment, fd, stop)
+        if partial is not None and budget > 0:
+            piece = logchunk.trimmed(os.pread(fd, partial.size, stop), 0, offset, end)
+            plan.pieces.append(piece)
+            budget -= len(piece)
+            offset = end
+        return offset, budget
+
+    @staticmethod
+    def _offset_at_position(segment: Segment, fd: int, position: int) -> int:
+        if position >= segment.size:
+            return segment.end_offset
+        return logchunk.read_header(os.pread(fd, HEADER_SIZE, position)).first_offset
+
+    def records(self, start: int, end: int | None = None,
+                max_bytes: int = DEFAULT_READ_BYTES) -> tuple[list[Records], int]:
+        """The chunks of ``plan(start, end, max_bytes)``, decoded, and the
+        offset the next read starts at."""
+        plan = self.plan(start, end, max_bytes)
+        try:
+            chunks = []
+            for piece in plan.pieces:
+                data = piece if isinstance(piece, bytes) else os.pread(piece[0], piece[2], piece[1])
+                pos = 0
+                while pos < len(data):
+                    chunks.append(logchunk.decode(data, pos))
+                    pos += logchunk.read_header(data, pos).size
+            return chunks, plan.next_offset
+        finally:
+            plan.close()
+
+    # --- opening and closing ---------------------------------------------------------------
+
+    def _open_segments(self) -> None:
+        names = sorted(name for name in os.listdir(self.directory) if name.endswith(SEGMENT_SUFFIX))
+        bases = []
+        for name in names:
+            try:
+                bases.append(int(name[:-len(SEGMENT_SUFFIX)]))
+            except ValueError:
+                self.logger.warning("LOG(%s): ignoring %s: not a segment name", self.name, name)
+        for number, base in enumerate(bases):
+            last = number == len(bases) - 1
+            segment = Segment(self.directory, base)
+            size = os.path.getsize(segment.path)
+            if last or not segment.read_index(size):
+                self._scan(segment, size, last)
+            self.segments.append(segment)
+            self.bytes += segment.size
+        if not self.segments:
+            self._start_segment(0)
+            self._next_offset = 0
+            return
+        active = self.segments[-1]
+        self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
+        self._next_offset = active.end_offset
+
+    def _scan(self, segment: Segment, size: int, last: bool) -> None:
+        fd = os.open(segment.path, os.O_RDWR)
+        try:
+            problem = segment.scan(fd, size)
+            if problem is not None and last:
+                os.ftruncate(fd, segment.size)
+                os.fsync(fd)
+                self.logger.warning("LOG(%s): %s: cut %d bytes after the last whole chunk (%s)",
+                                    self.name, os.path.basename(segment.path), size - segment.size, problem)
+            elif problem is not None:
+                self.logger.error("LOG(%s): %s: offsets from %d are skipped (%s)", self.name,
+                               os.path.basename(segment.path), segment.end_offset, problem)
+        finally:
+            os.close(fd)
+        if not last and problem is None:
+            segment.write_index()
+
+    def close(self) -> None:
+        """Write and fsync what waits, and index the last segment."""
+        if self._closed:
+            return
+        try:
+            self.sync()
+        finally:
+            self._closed = True
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def delete(self) -> None:
+        """Every file of the log, and its directory."""
+        self._closed = True
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        for name in os.listdir(self.directory):
+            os.remove(os.path.join(self.directory, name))
+        os.rmdir(self.directory)
+
+
+def _fsync_directory(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,150 @@
+"""The retained topic's HTTP API: offsets, reads decoded by an independent
+reader (ranges at segment boundaries, reads while retention removes
+segments), retention by time and by bytes, per-topic settings kept across
+restarts, and the figures in /stats and /metrics."""
+
+import os
+import time
+import urllib.error
+
+from nsqpy.protocol import commands as cmd
+from tests.retention import logreader
+from tests.support.wire import WireConn, http, http_json, wait_until
+
+
+def publish(nsqd, topic: str, bodies: list[bytes]) -> None:
+    with WireConn(nsqd.tcp_hostport) as c:
+        for start in range(0, len(bodies), 100):
+            part = bodies[start:start + 100]
+            c.send(cmd.mpub(topic, part) if start % 200 == 0 else cmd.pub(topic, part[0]))
+            c.expect_ok()
+            for body in part[1:] if start % 200 else []:
+                c.send(cmd.pub(topic, body))
+                c.expect_ok()
+
+
+def offsets(nsqd, topic: str) -> dict:
+    status, answer = http_json("GET", f"{nsqd.http_url}/topic/offsets?topic={topic}")
+    assert status == 200, answer
+    return answer
+
+
+def segment_bases(data, topic: str) -> list[int]:
+    return sorted(int(name[:-4]) for name in os.listdir(data / f"{topic}.log") if name.endswith(".seg"))
+
+
+def test_reads_give_every_record_once_in_order_across_segment_boundaries(start_nsqd, topic, tmp_path):
+    data = tmp_path / "data"
+    nsqd = start_nsqd("--retention=1h", "--max-bytes-per-file=16384", data_path=data)
+    bodies = [b"body-%04d-" % i + b"x" * (i % 50) for i in range(1000)]
+    before = time.time_ns()
+    publish(nsqd, topic, bodies)
+    extent = offsets(nsqd, topic)
+    assert (extent["earliest_offset"], extent["latest_offset"]) == (0, 1000)
+    assert before <= extent["earliest_timestamp"] <= extent["latest_timestamp"] <= time.time_ns()
+
+    records = logreader.read_all(nsqd.http_url, topic)
+    assert [offset for offset, _, _, _ in records] == list(range(1000))
+    assert [body for _, _, _, body in records] == bodies
+    assert len({message_id for _, _, message_id, _ in records}) == 1000
+    bases = segment_bases(data, topic)
+    assert len(bases) > 5 and extent["segments"] == len(bases)
+    for base in bases[1:]:  # around each boundary, every narrow range is exact
+        for start, end in ((base - 1, base), (base, base + 1), (base - 1, base + 1), (base - 2, base + 3)):
+            part, headers = logreader.read(nsqd.http_url, topic, start, end)
+            assert [offset for offset, _, _, _ in part] == list(range(start, end))
+            assert [body for _, _, _, body in part] == bodies[start:end]
+            assert (headers["X-NSQ-First-Offset"], headers["X-NSQ-Next-Offset"]) == (str(start), str(end))
+    middle = records[500][1]
+    status, answer = http_json("GET", f"{nsqd.http_url}/topic/offsets?topic={topic}&time={middle // 1_000_000}ms")
+    assert status == 200 and answer["offset_at_time"] <= 500
+    assert records[answer["offset_at_time"]][1] >= middle // 1_000_000 * 1_000_000
+
+
+def test_retention_by_time_empties_the_log_and_offsets_go_on(start_nsqd, topic):
+    nsqd = start_nsqd("--retention=2s", "--max-bytes-per-file=4096")
+    publish(nsqd, topic, [b"old-%03d" % i for i in range(300)])
+    assert offsets(nsqd, topic)["segments"] > 2
+    wait_until(lambda: offsets(nsqd, topic)["earliest_offset"] == 300, timeout=30)
+    extent = offsets(nsqd, topic)
+    assert (extent["latest_offset"], extent["segments"], extent["bytes"]) == (300, 1, 0)
+    publish(nsqd, topic, [b"new"])
+    assert [(offset, body) for offset, _, _, body in logreader.read_all(nsqd.http_url, topic, 300)] == [(300, b"new")]
+
+
+def test_retention_by_bytes_removes_whole_segments_during_reads(start_nsqd, topic, tmp_path):
+    data = tmp_path / "data"
+    nsqd = start_nsqd("--max-bytes-per-file=8192", data_path=data)
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    assert http_json("POST", f"{nsqd.http_url}/topic/config?topic={topic}&retention=1h")[0] == 200
+    bodies = [b"m%05d" % i + b"." * 100 for i in range(3000)]
+    publish(nsqd, topic, bodies)
+    assert http_json("POST", f"{nsqd.http_url}/topic/config?topic={topic}&retention_bytes=65536")[0] == 200
+    refused = 0
+    deadline = time.monotonic() + 30
+    while offsets(nsqd, topic)["bytes"] > 65536 and time.monotonic() < deadline:
+        start = 0
+        try:  # every read while segments go is whole and exact, or refused as out of range
+            part, _ = logreader.read(nsqd.http_url, topic, start, max_bytes=1 << 20)
+            assert [body for _, _, _, body in part] == bodies[part[0][0]:part[0][0] + len(part)]
+        except urllib.error.HTTPError as error:
+            assert error.code == 416 and b"OFFSET_OUT_OF_RANGE" in error.read()
+            refused += 1
+    extent = offsets(nsqd, topic)
+    assert extent["bytes"] <= 65536
+    assert extent["earliest_offset"] == segment_bases(data, topic)[0] > 0  # whole segments only
+    records = logreader.read_all(nsqd.http_url, topic, extent["earliest_offset"])
+    assert [body for _, _, _, body in records] == bodies[extent["earliest_offset"]:]
+
+
+def test_a_topics_retention_is_kept_across_restarts_and_turned_off_on_request(start_nsqd, topic, tmp_path):
+    data = tmp_path / "data"
+    nsqd = start_nsqd(data_path=data)
+    url = nsqd.http_url
+    assert http("POST", f"{url}/topic/create?topic={topic}")[0] == 200
+    status, answer = http_json("GET", f"{url}/topic/offsets?topic={topic}")
+    assert status == 400 and answer["message"].startswith("TOPIC_NOT_RETAINED")
+    status, config = http_json("POST", f"{url}/topic/config?topic={topic}&retention=24h&retention_bytes=1000000")
+    assert status == 200 and (config["retention_ms"], config["retention_bytes"]) == (86_400_000, 1_000_000)
+    publish(nsqd, topic, [b"a", b"b"])
+    nsqd.stop()
+
+    nsqd = start_nsqd(data_path=data)  # no flag: the topic's own setting holds
+    url = nsqd.http_url
+    assert offsets(nsqd, topic)["latest_offset"] == 2
+    assert http_json("GET", f"{url}/topic/config?topic={topic}")[1]["retention_ms"] == 86_400_000
+    assert http_json("POST", f"{url}/topic/config?topic={topic}&retention=0&retention_bytes=0")[0] == 200
+    assert not (data / f"{topic}.log").exists()
+    assert http_json("GET", f"{url}/topic/offsets?topic={topic}")[0] == 400
+
+
+def test_a_restart_without_the_flag_keeps_the_log_untouched(start_nsqd, topic, tmp_path):
+    data = tmp_path / "data"
+    nsqd = start_nsqd("--retention=1h", data_path=data)
+    publish(nsqd, topic, [b"a", b"b", b"c"])
+    nsqd.stop()
+    files = sorted(os.listdir(data / f"{topic}.log"))
+    nsqd = start_nsqd(data_path=data)
+    nsqd.wait_for_log("kept but not written or served")
+    publish(nsqd, topic, [b"d"])
+    assert sorted(os.listdir(data / f"{topic}.log")) == files
+    nsqd.stop()
+    nsqd = start_nsqd("--retention=1h", data_path=data)  # back: nothing was lost, offsets go on
+    publish(nsqd, topic, [b"e"])
+    assert [body for _, _, _, body in logreader.read_all(nsqd.http_url, topic)] == [b"a", b"b", b"c", b"e"]
+
+
+def test_stats_and_metrics_show_the_log_and_each_channels_lag(start_nsqd, topic):
+    nsqd = start_nsqd("--retention=1h")
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel=c")[0] == 200
+    publish(nsqd, topic, [b"m%d" % i for i in range(100)])
+    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")
+    (entry,) = stats["topics"]
+    assert (entry["log"]["earliest_offset"], entry["log"]["latest_offset"], entry["log"]["segments"]) == (0, 100, 1)
+    assert entry["channels"][0]["log_lag"] == 100
+    _, _, metrics = http("GET", f"{nsqd.http_url}/metrics")
+    text = metrics.decode()
+    assert f'nsqd_topic_log_latest_offset{{topic="{topic}"}} 100' in text
+    assert f'nsqd_channel_log_lag{{topic="{topic}",channel="c"}} 100' in text
+    assert "nsqd_topic_log_bytes" in text

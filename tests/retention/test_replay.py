@@ -1,0 +1,119 @@
+"""Replay into channels of a retained topic, read by gnsq (which knows
+nothing of retention): from the earliest offset, from a time, from an
+offset; what a rewound channel held is replaced, not doubled; a replay
+outlives a restart."""
+
+import datetime
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from nsqpy.protocol import commands as cmd
+from tests.support.wire import WireConn, http, http_json, wait_until
+
+IDS_PEER = Path(__file__).parent / "peers" / "gnsq_ids_peer.py"
+
+
+def consume(nsqd, topic: str, channel: str, count: int, seconds: float = 30.0) -> list[tuple[str, str, int]]:
+    """[(id, body, timestamp)] as gnsq receives (and FINishes) them."""
+    result = subprocess.run([sys.executable, str(IDS_PEER), nsqd.tcp_address, topic, channel, str(count),
+                             str(seconds)], capture_output=True, text=True, timeout=seconds + 60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [tuple(item) for item in json.loads(result.stdout)]
+
+
+def publish(nsqd, topic: str, bodies: list[bytes]) -> None:
+    """Half as MPUBs of 50, half as PUBs, over TCP."""
+    with WireConn(nsqd.tcp_hostport) as c:
+        half = len(bodies) // 2
+        for start in range(0, half, 50):
+            c.send(cmd.mpub(topic, bodies[start:min(start + 50, half)]))
+            c.expect_ok()
+        for body in bodies[half:]:
+            c.send(cmd.pub(topic, body))
+            c.expect_ok()
+
+
+def post(nsqd, path: str) -> dict:
+    status, answer = http_json("POST", f"{nsqd.http_url}{path}")
+    assert status == 200, answer
+    return answer
+
+
+def channel_stats(nsqd, topic: str, channel: str) -> dict:
+    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}&channel={channel}")
+    return stats["topics"][0]["channels"][0]
+
+
+def test_channels_replay_from_the_start_and_from_a_time_with_original_ids_then_live(start_nsqd, topic):
+    nsqd = start_nsqd("--retention=1h")
+    post(nsqd, f"/topic/create?topic={topic}")
+    assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel=live")[0] == 200
+    assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel=later")[0] == 200
+    early = [b"early-%03d" % i for i in range(200)]
+    late = [b"late-%03d" % i for i in range(200)]
+    publish(nsqd, topic, early)
+    time.sleep(0.05)
+    middle = datetime.datetime.now(datetime.timezone.utc)
+    time.sleep(0.05)
+    publish(nsqd, topic, late)
+    live = consume(nsqd, topic, "live", 400)
+    assert [body for _, body, _ in live] == [b.decode() for b in early + late]
+
+    answer = post(nsqd, f"/channel/create?topic={topic}&channel=replay&from=earliest")
+    assert (answer["offset"], answer["earliest_offset"], answer["latest_offset"]) == (0, 0, 400)
+    stamp = middle.isoformat().replace("+00:00", "Z")
+    answer = post(nsqd, f"/channel/rewind?topic={topic}&channel=later&from={stamp}")
+    assert answer["offset"] == 200  # the first message accepted after that time
+
+    assert consume(nsqd, topic, "replay", 400) == live  # same ids, bodies, timestamps, order
+    assert consume(nsqd, topic, "later", 200) == live[200:]
+
+    publish(nsqd, topic, [b"after-1", b"after-2"])  # live again, once each
+    for channel in ("live", "replay", "later"):
+        assert [body for _, body, _ in consume(nsqd, topic, channel, 2)] == ["after-1", "after-2"]
+        stats = channel_stats(nsqd, topic, channel)
+        assert (stats["depth"], stats["log_lag"], stats["replay_offset"]) == (0, 0, None)
+
+
+def test_a_rewound_channel_holds_the_replay_only(start_nsqd, topic):
+    nsqd = start_nsqd("--retention=1h")
+    post(nsqd, f"/topic/create?topic={topic}")
+    assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel=c")[0] == 200
+    bodies = [b"m%03d" % i for i in range(300)]
+    publish(nsqd, topic, bodies)
+    assert channel_stats(nsqd, topic, "c")["depth"] == 300
+    with WireConn(nsqd.tcp_hostport) as c:  # ten in flight when the channel is rewound
+        c.subscribe(topic, "c", rdy=10)
+        held = c.messages(10)
+        c.send(cmd.rdy(0))
+        wait_until(lambda: channel_stats(nsqd, topic, "c")["clients"][0]["ready_count"] == 0)
+        post(nsqd, f"/channel/rewind?topic={topic}&channel=c&from=250")
+        c.send(cmd.fin(held[0].id))  # gone from flight, as /channel/empty leaves it
+        assert c.error().code == "E_FIN_FAILED"
+    wait_until(lambda: channel_stats(nsqd, topic, "c")["depth"] == 50)
+    assert [body for _, body, _ in consume(nsqd, topic, "c", 50)] == [b.decode() for b in bodies[250:]]
+    assert channel_stats(nsqd, topic, "c")["depth"] == 0
+
+
+def test_a_replay_resumes_after_a_restart(start_nsqd, topic, tmp_path):
+    data = tmp_path / "kept"
+    nsqd = start_nsqd("--retention=1h", data_path=data)
+    post(nsqd, f"/topic/create?topic={topic}")
+    bodies = [b"r%05d" % i for i in range(30_000)]
+    with WireConn(nsqd.tcp_hostport) as c:
+        for start in range(0, len(bodies), 1000):
+            c.send(cmd.mpub(topic, bodies[start:start + 1000]))
+            c.expect_ok()
+    post(nsqd, f"/channel/create?topic={topic}&channel=c&from=earliest")
+    # the replay fills the channel's window and waits for its consumers
+    wait_until(lambda: channel_stats(nsqd, topic, "c")["depth"] >= 10_000)
+    stats = channel_stats(nsqd, topic, "c")
+    assert stats["replay_offset"] is not None and stats["log_lag"] == 30_000
+    nsqd.stop()
+
+    nsqd = start_nsqd("--retention=1h", data_path=data)
+    received = consume(nsqd, topic, "c", 30_000, seconds=120)
+    assert [body for _, body, _ in received] == [b.decode() for b in bodies]
