@@ -89,6 +89,47 @@ def _copy_policy(target: dict, raw: dict, fields) -> None:
     target["policy"] = {name: raw[name] for name in fields if name in raw} or None
 
 
+def topic_log(raw: dict) -> dict | None:
+    """Beyond NSQ: what a retained topic's log holds on one node, how many
+    messages that is, and the retention configured; None for a topic that
+    keeps no log (and on Go's nsqd)."""
+    log = raw.get("log")
+    if log is None:
+        return None
+    return {**log, "messages": log["latest_offset"] - log["earliest_offset"],
+            "retention_ms": raw.get("retention_ms", 0), "retention_bytes": raw.get("retention_bytes", 0)}
+
+
+def merge_logs(logs: list[dict | None]) -> dict | None:
+    """The logs of one topic over nodes. Offsets are left out (None): each
+    nsqd numbers its own log, so they do not add up; messages, sizes and
+    the span of time do."""
+    kept = [log for log in logs if log]
+    if not kept:
+        return None
+    starts = [log["earliest_timestamp"] for log in kept if log["earliest_timestamp"]]
+    return {"earliest_offset": None, "latest_offset": None,
+            "messages": sum(log["messages"] for log in kept),
+            "earliest_timestamp": min(starts, default=0),
+            "latest_timestamp": max(log["latest_timestamp"] for log in kept),
+            "bytes": sum(log["bytes"] for log in kept), "segments": sum(log["segments"] for log in kept)}
+
+
+def log_position(raw: dict) -> dict | None:
+    """Beyond NSQ: how far a channel of a retained topic is behind its log
+    (``replay_offset`` while it replays); None for other channels."""
+    if "log_lag" not in raw:
+        return None
+    return {"log_lag": raw["log_lag"], "replay_offset": raw.get("replay_offset")}
+
+
+def merge_log_positions(positions: list[dict | None]) -> dict | None:
+    """The lag over nodes; where each replays is a node's own offset, so
+    the aggregate names none."""
+    lags = [position["log_lag"] for position in positions if position]
+    return {"log_lag": sum(lags), "replay_offset": None} if lags else None
+
+
 def channel_stats(node: str, hostname: str, topic_name: str, raw: dict, now: float | None = None) -> dict:
     depth, backend = raw.get("depth", 0), raw.get("backend_depth", 0)
     clients = raw.get("clients")
@@ -104,6 +145,7 @@ def channel_stats(node: str, hostname: str, topic_name: str, raw: dict, now: flo
     }
     _copy_locality(channel, raw)
     _copy_policy(channel, raw, _CHANNEL_POLICY)
+    channel["log_position"] = log_position(raw)
     return channel
 
 
@@ -118,6 +160,7 @@ def topic_stats(node: str, hostname: str, raw: dict, now: float | None = None) -
     }
     _copy_locality(topic, raw)
     _copy_policy(topic, raw, _TOPIC_POLICY)
+    topic["log"] = topic_log(raw)
     return topic
 
 
@@ -145,8 +188,10 @@ def aggregate_channel(topic_name: str, channel_name: str, per_node: list[dict]) 
         "paused": any(c["paused"] for c in per_node),
         "e2e_processing_latency": merge_e2e([c["e2e_processing_latency"] for c in per_node],
                                             topic_name, channel_name),
+        "log_position": merge_log_positions([c["log_position"] for c in per_node]),
     })
     return channel
+
 
 
 def aggregate_topic(topic_name: str, per_node: list[dict]) -> dict:
@@ -168,6 +213,7 @@ def aggregate_topic(topic_name: str, per_node: list[dict]) -> dict:
         "channels": channels,
         "paused": any(t["paused"] for t in per_node),
         "e2e_processing_latency": merge_e2e([t["e2e_processing_latency"] for t in per_node], topic_name),
+        "log": merge_logs([t["log"] for t in per_node]),
     })
     return topic
 

@@ -1,6 +1,7 @@
 """nsqadmin's JSON API: Go nsqadmin's routes, field names and messages, so
 scripts written against it work unchanged; plus ``/api/history/...`` for the
-charts.
+charts, and a channel's ``{"action": "replay", "from": ...}`` for retained
+topics.
 
 A reply whose data came from only some daemons carries
 ``"message": "WARNING: ..."``; when none answered it is 502
@@ -16,11 +17,12 @@ from aiohttp import web
 from ..httpapi import MAX_CONFIG_BODY, HttpError, address_list, json_response, option_value, put_log_level, read_body
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from . import aggregate, figures
-from .cluster import AllFailed, semver
+from .cluster import AllFailed, Refused, semver
 from .options import NsqadminOptions, check_upstream_address
 
 TOPIC_ACTIONS = ("pause", "unpause", "empty")
 MAX_ACTION_BODY = 64 * 1024
+MAX_FROM = 64  # longer than any point nsqd takes (an RFC 3339 time to the nanosecond is 35)
 
 
 @web.middleware
@@ -196,12 +198,30 @@ class AdminApi:
     async def _action(self, request, channel: str | None):
         self.require_admin(request)
         topic = topic_from(request)
-        action = (await json_body(request)).get("action")
-        if action not in TOPIC_ACTIONS:
+        body = await json_body(request)
+        action = body.get("action")
+        if action in TOPIC_ACTIONS:
+            errors = await self.cluster.topic_action(topic, action, channel)
+        elif action == "replay" and channel is not None:
+            errors = await self._replay(topic, channel, body.get("from"))
+        else:
             raise HttpError(400, "INVALID_ACTION")
-        errors = await self.cluster.topic_action(topic, action, channel)
         self.notifier.send(f"{action}_{'topic' if channel is None else 'channel'}", request, topic, channel or "")
         return with_message({}, errors)
+
+    async def _replay(self, topic: str, channel: str, start) -> list[str]:
+        """Beyond NSQ: ``{"action": "replay", "from": ...}`` on a channel of a
+        retained topic. A value nsqd refuses is a 400 with nsqd's own line,
+        which the operator can act on (nothing changed)."""
+        if not start:
+            raise HttpError(400, "MISSING_ARG_FROM")
+        if not isinstance(start, str) or len(start) > MAX_FROM:
+            raise HttpError(400, "INVALID_FROM from is earliest, latest, an offset, an RFC 3339 time "
+                                 "or Unix milliseconds (<digits>ms), as a string")
+        try:
+            return await self.cluster.replay_channel(topic, channel, start)
+        except Refused as error:
+            raise HttpError(400, str(error)) from None
 
     async def topic_action(self, request):
         return await self._action(request, None)

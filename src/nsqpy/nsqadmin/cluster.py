@@ -22,6 +22,11 @@ class AllFailed(Exception):
     """No daemon of the kind asked answered; the text says which and why."""
 
 
+class Refused(Exception):
+    """Every nsqd asked refused the value given (a 4xx answer), so none
+    changed anything; the text is their own reasons, one line each."""
+
+
 def semver(text: str) -> tuple[int, int, int]:
     """Go's nsqadmin parses versions as semver; anything else counts as 0.0.0."""
     match = _SEMVER.match(text or "")
@@ -336,6 +341,34 @@ class ClusterInfo:
                                                  ignore_missing=True, topic=topic)
         return errors + await self._post_all([p.address for p in producers], f"/channel/{action}", "nsqd",
                                              ignore_missing=True, topic=topic, channel=channel)
+
+    async def replay_channel(self, topic: str, channel: str, start: str) -> list[str]:
+        """Beyond NSQ: ``channel`` delivers its retained topic's log again
+        from ``start`` on every nsqd that has it (nsqd's ``/channel/rewind``).
+        nsqd checks the value before it changes anything, so a value every
+        nsqd refuses changed nothing: ``Refused`` says why, in nsqd's words.
+        A value only some refuse (an offset past one node's log) is a
+        warning naming them, as any node failing an action is."""
+        producers, errors = await self.topic_producers(topic)
+        refusals: list[str] = []
+
+        async def rewind(address: str) -> bool:
+            try:
+                await self.upstream.post(address, "/channel/rewind", topic=topic, channel=channel,
+                                         **{"from": start})
+            except UpstreamError as error:
+                if error.status == 404:
+                    return False  # this nsqd does not have the channel
+                if 400 <= error.status < 500:
+                    refusals.append(error.reason)
+                raise
+            return True
+
+        replayed, failures = await gather({p.address: rewind(p.address) for p in producers})
+        if refusals and not any(replayed.values()):
+            raise Refused("; ".join(dict.fromkeys(refusals)))
+        require_some(replayed, failures, "nsqd")
+        return errors + failures
 
     async def tombstone_topic(self, topic: str, node: str) -> list[str]:
         """Hide ``node`` from consumers of ``topic`` on every lookupd, then delete

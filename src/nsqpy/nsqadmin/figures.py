@@ -1,7 +1,11 @@
-"""How nsqadmin words its figures: counts, ages, rates, latencies and the
-time to drain. One place, because the pages render them on the server and
+"""How nsqadmin words its figures: counts, ages, rates, latencies, sizes,
+moments, retention and the time to drain. One place, because the pages render them on the server and
 the charts script shows the history API's words as they are (so a figure
 reads the same before and after the script refreshes it)."""
+
+import datetime
+
+_SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
 def count(value) -> str:
@@ -59,3 +63,32 @@ def latency(nanoseconds) -> str:
         if value >= size:
             return f"{value / size:.1f}{unit}"
     return f"{value:.0f}ns"
+
+
+def size(value: int) -> str:
+    """Bytes as a person reads them: '512 B', '1.5 KiB', '12.3 MiB'."""
+    if value < 1024:
+        return f"{value} B"
+    for unit in _SIZE_UNITS:
+        value /= 1024
+        if value < 1024 or unit == _SIZE_UNITS[-1]:
+            return f"{value:,.1f} {unit}"
+
+
+def moment(nanoseconds: int) -> str:
+    """A Unix time in ns, in UTC to the second ('2026-11-28 09:00:00 UTC');
+    '–' for 0, which nsqd gives for an empty log. To the second, down: a
+    replay from the time shown starts at or before that message."""
+    if not nanoseconds:
+        return "–"
+    when = datetime.datetime.fromtimestamp(nanoseconds // 1_000_000_000, datetime.timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def retention(retention_ms: int, retention_bytes: int) -> str:
+    """A retained topic's limits, each removing what is past it: '24h0m0s',
+    '1.0 GiB', or both ('24h0m0s · 1.0 GiB')."""
+    limits = [duration(retention_ms * 1_000_000)] if retention_ms else []
+    if retention_bytes:
+        limits.append(size(retention_bytes))
+    return " · ".join(limits) or "–"

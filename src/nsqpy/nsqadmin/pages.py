@@ -33,7 +33,8 @@ def new_environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("nsqpy.nsqadmin", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(count=figures.count, duration=figures.duration, rate=figures.rate,
-                       drain_label=figures.drain_label, latency=figures.latency)
+                       drain_label=figures.drain_label, latency=figures.latency, size=figures.size,
+                       moment=figures.moment, retention=figures.retention)
     env.tests["web_url"] = is_web_url
     env.globals.update(nsq_version=NSQ_VERSION, nsqpy_version=__version__)
     return env

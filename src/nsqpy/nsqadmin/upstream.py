@@ -18,11 +18,26 @@ ACCEPT_V1 = {"Accept": "application/vnd.nsq; version=1.0"}
 
 
 class UpstreamError(Exception):
-    """``status`` is the daemon's HTTP status, or 0 when it did not answer."""
+    """``status`` is the daemon's HTTP status, or 0 when it did not answer;
+    ``reason`` is what the daemon itself said (its JSON ``message``), for
+    an answer that refused a value the operator gave."""
 
-    def __init__(self, message: str, status: int = 0):
+    def __init__(self, message: str, status: int = 0, reason: str = ""):
         super().__init__(message)
         self.status = status
+        self.reason = reason or message
+
+
+def daemon_reason(body: bytes) -> str:
+    """nsqd and nsqlookupd refuse with ``{"message": "CODE detail"}``;
+    anything else is taken as text."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and isinstance(answer.get("message"), str):
+        return answer["message"]
+    return body[:200].decode("utf-8", "replace").strip()
 
 
 def daemon_url(address: str, path: str) -> str:
@@ -74,7 +89,8 @@ class Upstream:
             raise UpstreamError(f"{method} {url}: {error or type(error).__name__}") from None
         if not 200 <= response.status < 300:
             text = body[:200].decode("utf-8", "replace").strip()
-            raise UpstreamError(f"{method} {url}: got response {response.status} {text}", response.status)
+            raise UpstreamError(f"{method} {url}: got response {response.status} {text}", response.status,
+                                daemon_reason(body))
         return response.status, body
 
     async def get_json(self, url: str, params=None):

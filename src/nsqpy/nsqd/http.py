@@ -127,6 +127,7 @@ class HttpApi:
             raise HttpError(503, f"QUEUE_FULL {error}") from None
         except OSError:
             raise HttpError(500, "INTERNAL_ERROR") from None
+        nsqd.flush_dirty()  # a retained topic's records are in its log's file before the OK
         acks = None if nsqd.replication is None else nsqd.replication.acks()
         if acks is not None:  # a replicated nsqd answers once its peers hold copies
             try:

@@ -106,7 +106,7 @@ class NSQD:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.busy_poll = BusyPoll(self.loop, self.options.busy_poll)
-        self.writes = Writes(self.loop, self.busy_poll)
+        self.writes = Writes(self.loop, self.busy_poll, self.flush_dirty)
         self.log.info("ID: %d", self.options.node_id)
         self._lock_data_path()
         sockets: list = []

@@ -13,17 +13,22 @@ nsqd's CPU per PUB 34-38 -> 20-27 µs).
 The busy poll's window (busypoll.py) starts again after the run: a client
 with one command in flight sends its next once it has read its answer, so
 that is when nsqd should stay awake for it.
+
+Before the run, what the turn left for the disk is written (``before``:
+nsqd's ``flush_dirty``): a retained topic's records, so that no OK leaves
+before the record it acknowledges is in its log's file.
 """
 
 from typing import Any
 
 
 class Writes:
-    __slots__ = ("loop", "busy_poll", "waiting")
+    __slots__ = ("loop", "busy_poll", "before", "waiting")
 
-    def __init__(self, loop, busy_poll: Any):
+    def __init__(self, loop, busy_poll: Any, before: Any = None):
         self.loop = loop
         self.busy_poll = busy_poll
+        self.before = before
         self.waiting: list[Any] = []  # ClientV2s, each once, in the order they asked
 
     def later(self, client: Any) -> None:
@@ -33,6 +38,8 @@ class Writes:
         self.waiting.append(client)
 
     def run(self) -> None:
+        if self.before is not None:
+            self.before()
         waiting, self.waiting = self.waiting, []
         for index, client in enumerate(waiting):
             try:

@@ -9,13 +9,17 @@ deleted, so its name keeps the next offset through any restart even when
 retention has removed every record.
 
 Writes: a publish's records wait in memory until the end of the event
-loop's turn (``flush``, called by the owner when ``on_pending`` asks), so
-the turn's publishes make one chunk and one write; the turn's OK frames go
-out after it. With ``sync_every`` 1 a publish is written and fsynced before
-``append`` returns, so before its OK; otherwise every ``sync_every``
-publishes and on the owner's timer, as nsqd's disk queues are. After a
-write fails (a full disk), each publish is written at once until one
-succeeds, so the publishers hear of it.
+loop's turn (``flush``, called by the owner when ``on_pending`` asks, and
+before it sends the turn's answers), so the turn's publishes make one
+chunk and one write, and no OK goes out before its records are in the
+file: kill -9 loses no acknowledged record. With ``sync_every`` 1 a
+publish is written and fsynced before ``append`` returns; otherwise
+fsyncs come every ``sync_every`` publishes and on the owner's timer, as
+nsqd's disk queues have them. A write that fails (a full disk) keeps its
+records waiting, offsets and all, for the next write; until one
+succeeds, each publish is written at once and refused when it cannot be
+(``append`` raises), so publishers hear of it and nothing is taken that
+cannot be kept.
 
 Reads never change the log: ``plan`` names the file ranges (and the at
 most two re-encoded edge chunks) that hold an offset range, opened so a
@@ -156,7 +160,11 @@ class TopicLog:
         self._next_offset += count
         self._unsynced += 1
         if self.sync_every == 1 or self.failed is not None:
-            self._write_now()
+            try:
+                self.flush()
+            except OSError:
+                self._take_back(count)
+                raise
         elif len(self._pending_ids) >= CHUNK_RECORDS or self._pending_ends[-1] >= CHUNK_BYTES:
             self.flush()
         elif was_empty and self.on_pending is not None:
@@ -164,38 +172,34 @@ class TopicLog:
         if self._unsynced >= self.sync_every:
             self.sync()
 
-    def _write_now(self) -> None:
-        try:
-            self.flush()
-            if self.sync_every == 1:
-                self.sync()
-        except OSError:
-            self._unsynced = 0
-            raise
+    def _take_back(self, count: int) -> None:
+        """The last ``count`` records waiting leave the log unwritten (their
+        publish is refused); their offsets are the next ones again."""
+        del self._pending_ids[-count:], self._pending_ts[-count:], self._pending_ends[-count:]
+        del self._pending_bodies[-count:]
+        self._next_offset -= count
 
     def flush(self) -> None:
         """Write the records waiting in memory as one chunk. Raises
-        ``OSError`` when the disk refuses: they are dropped and their
-        offsets given again (no reader could have read them)."""
+        ``OSError`` when the disk refuses; they keep waiting."""
         ids = self._pending_ids
         if not ids or self._closed:
             return
         first = self._next_offset - len(ids)
-        timestamps, ends, bodies = self._pending_ts, self._pending_ends, self._pending_bodies
-        self._pending_ts, self._pending_ids, self._pending_ends, self._pending_bodies = array("q"), [], array("i", [0]), []
+        timestamps = self._pending_ts
+        chunk = logchunk.encode(first, timestamps, ids, self._pending_ends, self._pending_bodies)
+        active = self.segments[-1]
         try:
-            chunk = logchunk.encode(first, timestamps, ids, ends, bodies)
-            active = self.segments[-1]
             if active.size and active.size + len(chunk) > self.segment_bytes:
                 self._roll(first)
                 active = self.segments[-1]
             self._write(chunk, active)
         except OSError as error:
-            self._next_offset = first
             self.failed = error
             raise
         self.failed = None
         active.added(logchunk.read_header(chunk), timestamps[0], max(timestamps))
+        self._pending_ts, self._pending_ids, self._pending_ends, self._pending_bodies = array("q"), [], array("i", [0]), []
         self.bytes += len(chunk)
         self._dirty = True
 
@@ -218,20 +222,29 @@ class TopicLog:
         self._unsynced = 0
 
     def _roll(self, base: int) -> None:
-        """Seal the last segment (fsynced, its index written) and start one at ``base``."""
+        """Seal the last segment (fsynced, its index written) and start one
+        at ``base``. Raises ``OSError`` with nothing changed when the new
+        file cannot be made."""
         sealed = self.segments[-1]
         os.fsync(self._fd)
         self._dirty = False
-        os.close(self._fd)
-        self._fd = -1
-        sealed.write_index()
+        old_fd = self._fd
         self._start_segment(base)
+        os.close(old_fd)
+        try:  # the index only spares the next start a scan of the file
+            sealed.write_index()
+        except OSError as error:
+            self.logger.warning("LOG(%s): cannot write the index of %s: %s", self.name,
+                                os.path.basename(sealed.path), error)
 
     def _start_segment(self, base: int) -> None:
         segment = Segment(self.directory, base)
         self._fd = os.open(segment.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self.segments.append(segment)
-        _fsync_directory(self.directory)
+        try:
+            _fsync_directory(self.directory)
+        except OSError:
+            pass  # its name is known again from the segment before it
 
     # --- retention ---------------------------------------------------------------------
 

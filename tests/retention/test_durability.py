@@ -1,0 +1,138 @@
+"""A retained topic's log through kill -9, a full disk, and NSQ's own nsqd
+on the same data directory."""
+
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from nsqpy.localcluster import nsqd_process
+from nsqpy.protocol import commands as cmd
+from tests.retention import logreader
+from tests.support.wire import WireConn, http, wait_until
+
+GO_NSQD = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nsq-v1.3.0" / "bin" / "nsqd"
+
+
+class Publisher(threading.Thread):
+    """PUBs or MPUBs of 10 over its own connection until stopped or cut
+    off; ``acknowledged`` holds every body answered OK."""
+
+    def __init__(self, nsqd, topic: str, name: str, batch: int):
+        super().__init__(daemon=True)
+        self.conn = WireConn(nsqd.tcp_hostport)
+        self.topic, self.name, self.batch = topic, name, batch
+        self.acknowledged: list[bytes] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        number = 0
+        try:
+            while not self.stopping.is_set():
+                bodies = [b"%s-%06d" % (self.name.encode(), number + i) for i in range(self.batch)]
+                number += self.batch
+                self.conn.send(cmd.mpub(self.topic, bodies) if self.batch > 1 else cmd.pub(self.topic, bodies[0]))
+                self.conn.expect_ok()
+                self.acknowledged += bodies
+        except Exception:  # the daemon was killed under it
+            pass
+        finally:
+            self.conn.close()
+
+
+@pytest.mark.parametrize("mode", [("--mem-queue-size=0", "--sync-every=1"), ("--mem-queue-size=10000",)],
+                         ids=["durable", "memory"])
+def test_kill_9_while_publishing_loses_no_acknowledged_record_and_reuses_no_offset(start_nsqd, topic, tmp_path, mode):
+    data = tmp_path / "data"
+    acknowledged: list[bytes] = []
+    for round_number in range(3):
+        nsqd = start_nsqd("--retention=1h", "--max-bytes-per-file=65536", *mode, data_path=data)
+        assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+        assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel=c")[0] == 200
+        publishers = [Publisher(nsqd, topic, f"r{round_number}p{i}", batch) for i, batch in enumerate((1, 10, 1, 10))]
+        for publisher in publishers:
+            publisher.start()
+        wait_until(lambda: sum(len(p.acknowledged) for p in publishers) >= 600, timeout=60)
+        nsqd.kill()
+        for publisher in publishers:
+            publisher.stopping.set()
+            publisher.join(30)
+            acknowledged += publisher.acknowledged
+
+    with nsqd_process(str(data), "--retention=1h") as nsqd:
+        records = logreader.read_all(nsqd.http_url, topic)
+    assert [offset for offset, _, _, _ in records] == list(range(len(records)))  # contiguous, none reused
+    bodies = [body for _, _, _, body in records]
+    assert len(set(bodies)) == len(bodies)  # each once
+    assert not set(acknowledged) - set(bodies)  # every acknowledged one
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A real 1 MiB filesystem (tmpfs), so the disk really fills."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
+                            capture_output=True, text=True)
+    if result.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_a_full_disk_refuses_the_retained_topic_only_and_keeps_what_it_took(start_nsqd, small_filesystem):
+    data = small_filesystem / "data"
+    data.mkdir()
+    nsqd = start_nsqd("--retention=1h", "--max-bytes-per-file=65536", data_path=data)
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic=plain")[0] == 200
+    assert http("POST", f"{nsqd.http_url}/topic/config?topic=plain&retention=0")[0] == 200
+    filler = small_filesystem / "filler"
+    filler.write_bytes(b"\0" * (shutil.disk_usage(small_filesystem).free - 64 * 1024))
+    accepted = []
+    with WireConn(nsqd.tcp_hostport) as c:
+        for i in range(400):
+            body = b"%04d" % i + b"." * 1020
+            c.send(cmd.pub("kept", body))
+            frame_type, data_or_error = c.read_frame()
+            if data_or_error != b"OK":
+                assert b"E_PUB_FAILED" in data_or_error
+                break
+            accepted.append(body)
+        else:
+            pytest.fail("the disk never filled")
+    with WireConn(nsqd.tcp_hostport) as c:  # another topic, in memory, is not refused
+        c.send(cmd.pub("plain", b"still"))
+        c.expect_ok()
+    assert nsqd.process.poll() is None
+
+    filler.unlink()
+    with WireConn(nsqd.tcp_hostport) as c:
+        c.send(cmd.pub("kept", b"after"))
+        c.expect_ok()
+    records = logreader.read_all(nsqd.http_url, "kept")
+    assert [body for _, _, _, body in records] == accepted + [b"after"]
+
+
+def test_nsqs_own_nsqd_delivers_every_channel_of_a_data_dir_with_retained_topics(tmp_path):
+    if not GO_NSQD.exists():
+        pytest.skip(f"NSQ's nsqd is not at {GO_NSQD} (../shared/reference)")
+    data = tmp_path / "data"
+    bodies = [b"m%03d" % i for i in range(100)]
+    with nsqd_process(str(data), "--retention=1h") as nsqd:
+        assert http("POST", f"{nsqd.http_url}/topic/create?topic=kept")[0] == 200
+        for channel in ("a", "b"):
+            assert http("POST", f"{nsqd.http_url}/channel/create?topic=kept&channel={channel}")[0] == 200
+        with WireConn(nsqd.tcp_hostport) as c:
+            c.send(cmd.mpub("kept", bodies))
+            c.expect_ok()
+    assert (data / "kept.log").is_dir()
+    with nsqd_process(str(data), executable=str(GO_NSQD)) as go_nsqd:
+        for channel in ("a", "b"):
+            with WireConn(go_nsqd.tcp_hostport) as c:
+                c.subscribe("kept", channel, rdy=200)
+                received = c.drain(quiet=2)
+            assert sorted(received) == bodies
