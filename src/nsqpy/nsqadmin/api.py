@@ -213,7 +213,7 @@ class AdminApi:
         """Beyond NSQ: ``{"action": "replay", "from": ...}`` on a channel of a
         retained topic. A value nsqd refuses is a 400 with nsqd's own line,
         which the operator can act on (nothing changed)."""
-        if not start:
+        if start is None or start == "":
             raise HttpError(400, "MISSING_ARG_FROM")
         if not isinstance(start, str) or len(start) > MAX_FROM:
             raise HttpError(400, "INVALID_FROM from is earliest, latest, an offset, an RFC 3339 time "

@@ -1,5 +1,6 @@
 // nsqadmin pages: refresh the content while the page is open, filter the
-// topic list, and send the action buttons and the create form to the JSON API.
+// topic list, and send the action buttons, the create form and a channel's
+// replay form to the JSON API.
 // Data is only ever set as text (textContent) or taken from the server's
 // escaped HTML, so nothing a client sent to nsqd can run here.
 (function () {
@@ -64,25 +65,43 @@
     if (answer.message) { flash(answer.message, true); } else { flash(done, false); }
   }
 
+  // One action sent to the JSON API; the page says how it went, then shows
+  // its result (or goes to ``after``, the page left when the thing is gone).
+  function act(button, url, method, payload, after) {
+    var label = button.textContent.trim();
+    button.disabled = true;
+    return send(url, method, payload)
+      .then(function (answer) {
+        report(answer, label + ": done");
+        if (after) {
+          window.location.assign(after);
+        } else {
+          return refresh();
+        }
+      })
+      .catch(function (error) { flash(label + " failed: " + error.message, true); })
+      .finally(function () { button.disabled = false; });
+  }
+
   document.addEventListener("click", function (event) {
     var button = event.target.closest("button.action");
     if (!button) { return; }
     var question = button.dataset.confirm;
     if (question && !window.confirm(question)) { return; }
     var payload = button.dataset.body ? JSON.parse(button.dataset.body) : undefined;
-    button.disabled = true;
-    send(button.dataset.url, button.dataset.method || "POST", payload)
-      .then(function (answer) {
-        report(answer, button.textContent.trim() + ": done");
-        if (button.dataset.after) {
-          window.location.assign(button.dataset.after);
-        } else {
-          return refresh();
-        }
-      })
-      .catch(function (error) { flash(button.textContent.trim() + " failed: " + error.message, true); })
-      .finally(function () { button.disabled = false; });
+    act(button, button.dataset.url, button.dataset.method || "POST", payload, button.dataset.after);
   });
+
+  // A retained topic's channel: replay its log from the point typed in.
+  var replay = document.getElementById("replay");
+  if (replay) {
+    replay.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var from = replay.elements.from.value.trim();
+      if (!window.confirm(replay.dataset.confirm.replace("{from}", from))) { return; }
+      act(replay.querySelector("button"), replay.dataset.url, "POST", { action: "replay", from: from });
+    });
+  }
 
   // The browser's own "Please match the requested format" does not say what a
   // name may be: an input whose pattern fails says the rule the page states
