@@ -36,6 +36,7 @@ COMPILED_MODULES = [
     "src/nsqpy/nsqd/tcp.py",
     "src/nsqpy/nsqd/topic.py",
     "src/nsqpy/nsqd/writes.py",
+    "src/nsqpy/topiclog/pending.py",
 ]
 
 

@@ -29,12 +29,11 @@ segment removed meanwhile still reads whole; ``records`` decodes them.
 import bisect
 import logging
 import os
-from array import array
 from typing import Callable, Final, NamedTuple
 
 from ..protocol import logchunk
-from ..protocol.commands import int32_at
 from ..protocol.logchunk import HEADER_SIZE, Records
+from .pending import Pending
 from .segment import SEGMENT_SUFFIX, Segment
 
 CHUNK_RECORDS: Final = 8192  # a turn's records beyond this start another chunk
@@ -80,10 +79,7 @@ class TopicLog:
         self._unsynced = 0
         self._dirty = False  # written since the last fsync
         self._closed = False
-        self._pending_ts = array("q")
-        self._pending_ids: list[bytes] = []
-        self._pending_ends = array("i", [0])
-        self._pending_bodies: list = []
+        self._pending = Pending()
         self._next_offset = 0
         os.makedirs(directory, exist_ok=True)
         self._open_segments()
@@ -96,7 +92,7 @@ class TopicLog:
         for segment in self.segments:
             if segment.count:
                 return segment.base
-        return self._next_offset - len(self._pending_ids) if self._pending_ids else self.segments[-1].base
+        return self._next_offset - len(self._pending) if len(self._pending) else self.segments[-1].base
 
     @property
     def latest(self) -> int:
@@ -109,85 +105,61 @@ class TopicLog:
         for segment in self.segments:
             if segment.count:
                 return segment.first_ts
-        return self._pending_ts[0] if self._pending_ts else 0
+        return self._pending.timestamps[0] if len(self._pending) else 0
 
     @property
     def latest_time(self) -> int:
-        return self._pending_ts[-1] if self._pending_ts else max((s.max_ts for s in self.segments), default=0)
+        pending = self._pending.timestamps
+        return pending[-1] if pending else max((s.max_ts for s in self.segments), default=0)
 
     @property
     def needs_sync(self) -> bool:
-        return self._dirty or bool(self._pending_ids)
+        return self._dirty or bool(len(self._pending))
 
     # --- writing --------------------------------------------------------------------
 
-    def append(self, ids: list[bytes], bodies: list, timestamp: int) -> int:
+    def append(self, ids: list[bytes], bodies: list[bytes], timestamp: int) -> int:
         """Records for one publish; -> the first one's offset. Raises
         ``OSError`` when the write it waits for fails (nothing of this
         publish is then in the log)."""
         first = self._next_offset
-        ends = self._pending_ends
-        total = ends[-1]
-        for body in bodies:
-            total += len(body)
-            ends.append(total)
-        self._pending_bodies += bodies
-        self._added(ids, timestamp)
+        self._pending.add(ids, bodies, timestamp)
+        self._added(len(ids))
         return first
 
     def append_mpub(self, payload: bytes, count: int, timestamp: int, ids: list[bytes]) -> int:
         """An MPUB's validated body (``[count]([size][body])*``) as records."""
         first = self._next_offset
-        view = memoryview(payload)
-        ends = self._pending_ends
-        bodies = self._pending_bodies
-        total = ends[-1]
-        pos = 4
-        for _ in range(count):
-            size = int32_at(payload, pos)
-            bodies.append(view[pos + 4:pos + 4 + size])
-            pos += 4 + size
-            total += size
-            ends.append(total)
-        self._added(ids, timestamp)
+        self._pending.add_mpub(payload, count, timestamp, ids)
+        self._added(count)
         return first
 
-    def _added(self, ids: list[bytes], timestamp: int) -> None:
-        count = len(ids)
-        was_empty = not self._pending_ids
-        self._pending_ids += ids
-        self._pending_ts.extend([timestamp] * count)
+    def _added(self, count: int) -> None:
+        pending = self._pending
         self._next_offset += count
-        self._unsynced += 1
+        self._unsynced += count
         if self.sync_every == 1 or self.failed is not None:
             try:
                 self.flush()
             except OSError:
-                self._take_back(count)
+                pending.drop_last(count)  # refused: their offsets are the next ones again
+                self._next_offset -= count
                 raise
-        elif len(self._pending_ids) >= CHUNK_RECORDS or self._pending_ends[-1] >= CHUNK_BYTES:
+        elif len(pending) >= CHUNK_RECORDS or pending.body_bytes >= CHUNK_BYTES:
             self.flush()
-        elif was_empty and self.on_pending is not None:
+        elif len(pending) == count and self.on_pending is not None:
             self.on_pending(self)
         if self._unsynced >= self.sync_every:
             self.sync()
 
-    def _take_back(self, count: int) -> None:
-        """The last ``count`` records waiting leave the log unwritten (their
-        publish is refused); their offsets are the next ones again."""
-        del self._pending_ids[-count:], self._pending_ts[-count:], self._pending_ends[-count:]
-        del self._pending_bodies[-count:]
-        self._next_offset -= count
-
     def flush(self) -> None:
         """Write the records waiting in memory as one chunk. Raises
         ``OSError`` when the disk refuses; they keep waiting."""
-        ids = self._pending_ids
-        if not ids or self._closed:
+        pending = self._pending
+        if not len(pending) or self._closed:
             return
-        first = self._next_offset - len(ids)
-        timestamps = self._pending_ts
-        chunk = logchunk.encode(first, timestamps, ids, self._pending_ends, self._pending_bodies)
+        first = self._next_offset - len(pending)
+        chunk = pending.chunk(first)
         active = self.segments[-1]
         try:
             if active.size and active.size + len(chunk) > self.segment_bytes:
@@ -198,8 +170,8 @@ class TopicLog:
             self.failed = error
             raise
         self.failed = None
-        active.added(logchunk.read_header(chunk), timestamps[0], max(timestamps))
-        self._pending_ts, self._pending_ids, self._pending_ends, self._pending_bodies = array("q"), [], array("i", [0]), []
+        active.added(logchunk.read_header(chunk), pending.timestamps[0], max(pending.timestamps))
+        self._pending = Pending()
         self.bytes += len(chunk)
         self._dirty = True
 
@@ -257,7 +229,7 @@ class TopicLog:
         if seconds:
             cutoff = now_ns - int(seconds * 1e9)
             active = self.segments[-1]
-            if active.count and active.max_ts < cutoff and not self._pending_ids:
+            if active.count and active.max_ts < cutoff and not len(self._pending):
                 self._roll(self._next_offset)
             while len(self.segments) > 1 and self.segments[0].max_ts < cutoff:
                 self._remove_oldest()
