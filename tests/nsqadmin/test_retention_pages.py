@@ -93,6 +93,8 @@ def test_a_value_nsqd_refuses_is_shown_and_changes_nothing(tab, cluster, retaine
     page = tab.open(f"/topics/{retained_topic}/second")
     submit_replay(tab, "yesterday")
     page.wait_for_selector("#flash.error:not([hidden])")
+    # another flash (a refresh that timed out on a busy machine) may come first: wait for this one
+    wait_until(lambda: tab.text("#flash").startswith("Replay failed:"), timeout=30)
     shown = tab.text("#flash")
     assert shown.startswith("Replay failed: INVALID_FROM from 'yesterday' is not earliest"), shown
     assert "UPSTREAM" not in shown and "http://" not in shown  # nsqd's one line, not a URL
