@@ -143,6 +143,8 @@ def test_stats_and_metrics_show_the_log_and_each_channels_lag(start_nsqd, topic)
     (entry,) = stats["topics"]
     assert (entry["log"]["earliest_offset"], entry["log"]["latest_offset"], entry["log"]["segments"]) == (0, 100, 1)
     assert entry["channels"][0]["log_lag"] == 100
+    _, _, text_stats = http("GET", f"{nsqd.http_url}/stats?topic={topic}")
+    assert "      log: offsets 0-100 bytes: " in text_stats.decode() and "lag: c=100" in text_stats.decode()
     _, _, metrics = http("GET", f"{nsqd.http_url}/metrics")
     text = metrics.decode()
     assert f'nsqd_topic_log_latest_offset{{topic="{topic}"}} 100' in text

@@ -238,6 +238,14 @@ def _replication_lines(r: dict) -> list[str]:
     return [*lines, ""]
 
 
+def _log_line(topic: dict) -> str:
+    """Beyond NSQ: a retained topic's log (retention.py), under its topic."""
+    log = topic["log"]
+    lags = ", ".join(f"{channel['channel_name']}={channel['log_lag']}" for channel in topic["channels"]) or "-"
+    return (f"      log: offsets {log['earliest_offset']}-{log['latest_offset']} bytes: {log['bytes']} "
+            f"segments: {log['segments']} lag: {lags}")
+
+
 def render_text(data: dict, version_line: str) -> str:
     lines = [
         version_line,
@@ -264,6 +272,8 @@ def render_text(data: dict, version_line: str) -> str:
         paused = "*P " if t["paused"] else "   "
         lines.append(f"{paused}[{t['topic_name']:<15}] depth: {t['depth']:<5} be-depth: {t['backend_depth']:<5} "
                      f"msgs: {t['message_count']:<8} e2e%: {_e2e_text(t['e2e_processing_latency'])}")
+        if t.get("log"):
+            lines.append(_log_line(t))
         for ch in t["channels"]:
             paused = "*P " if ch["paused"] else "   "
             lines.append(
