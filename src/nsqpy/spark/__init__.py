@@ -33,6 +33,8 @@ if (_MAJOR, _MINOR) < (4, 2):
 from pyspark.errors import PySparkNotImplementedError  # noqa: E402 - after the version check
 from pyspark.sql.datasource import DataSource  # noqa: E402
 
+from .logread import log_schema  # noqa: E402
+from .logsource import NSQLogBatchReader, NSQLogStreamReader, choose_reader, not_retained_on  # noqa: E402
 from .options import OptionError, SinkOptions, SourceOptions  # noqa: E402
 from .partitioned import NSQPartitionedReader  # noqa: E402
 from .preflight import Unreachable, reach  # noqa: E402
@@ -41,21 +43,31 @@ from .source import NSQStreamReader, source_schema  # noqa: E402
 
 
 class NSQDataSource(DataSource):
-    """The ``nsq`` format: ``readStream`` (a channel), ``write`` and ``writeStream`` (a topic).
+    """The ``nsq`` format: ``readStream`` and ``read`` (a topic), ``write`` and ``writeStream`` (a topic).
 
-    Two readers: ``reader=driver`` (the default, ``source.py``) and
-    ``reader=executors`` (``partitioned.py``)."""
+    Three readers: ``reader=log`` (``logsource.py``: a retained topic read
+    by offset; chosen without asking when the topic is retained on every
+    nsqd it is read from, and the only one for batch reads), and for plain
+    topics, read through a channel, ``reader=driver`` (the default,
+    ``source.py``) and ``reader=executors`` (``partitioned.py``)."""
 
     @classmethod
     def name(cls) -> str:
         return "nsq"
 
+    def _chosen(self) -> tuple[SourceOptions, str]:
+        options = SourceOptions.parse(self.options)
+        return options, choose_reader(options)
+
     def schema(self):
         """Asked only when reading, so the source's options are checked, and
         its nodes reached once, here: a mistake fails ``load()`` at once in
         one line rather than the started query."""
-        options = SourceOptions.parse(self.options)
-        if options.reader == "executors" and not options.wal_path:
+        options, reader = self._chosen()
+        if reader == "log":
+            return log_schema(options.dedup_key)
+        options.require_channel()
+        if reader == "executors" and not options.wal_path:
             raise OptionError("option reader=executors needs walPath: storage every executor sees, where a "
                               "partition's rows are kept until its batch commits (e.g. <checkpoint>/nsq-wal)")
         try:
@@ -65,15 +77,25 @@ class NSQDataSource(DataSource):
         return source_schema(options.dedup_key)
 
     def streamReader(self, schema):
-        """``reader=executors``; otherwise Spark falls back to the driver reader."""
-        options = SourceOptions.parse(self.options)
-        if options.reader != "executors":
-            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
-                                             messageParameters={"feature": "streamReader"})
-        return NSQPartitionedReader(options)
+        """``reader=log`` or ``reader=executors``; otherwise Spark falls back
+        to the driver reader."""
+        options, reader = self._chosen()
+        if reader == "log":
+            return NSQLogStreamReader(options)
+        if reader == "executors":
+            return NSQPartitionedReader(options)
+        raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
 
     def simpleStreamReader(self, schema):
         return NSQStreamReader(SourceOptions.parse(self.options))
+
+    def reader(self, schema):
+        """Batch reads: a retained topic's records between two points."""
+        options, reader = self._chosen()
+        if reader != "log":
+            raise OptionError(f"spark.read.format('nsq') reads retained topics only: "
+                              f"{not_retained_on(options) or 'reader=' + reader + ' reads a channel'}")
+        return NSQLogBatchReader(options)
 
     def writer(self, schema, overwrite: bool):
         _refuse_overwrite(overwrite)

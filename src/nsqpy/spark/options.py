@@ -7,6 +7,7 @@ like a client ``Config`` field (``msg_timeout``, ``tls_v1``, ``snappy``,
 """
 
 import dataclasses
+import json
 
 from ..client.config import Config, ConfigError
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
@@ -82,8 +83,17 @@ def _topic(options: dict) -> str:
     return topic
 
 
+#: the log reader's options (retained topics), with the names and meanings of Spark's Kafka source
+LOG_OPTIONS = ("startingOffsets", "startingTimestamp", "endingOffsets", "endingTimestamp", "maxOffsetsPerTrigger",
+               "minPartitions", "failOnDataLoss", "readTimeout")
+
+
 def _reader(options: dict) -> str:
-    reader = options.get("reader", "driver").lower()
+    """The reader asked for; "" when none is (the log reader for a topic
+    retained on every nsqd, else the driver reader)."""
+    reader = options.get("reader", "").lower()
+    if not reader:
+        return reader
     if reader not in READERS:
         raise OptionError(f"option reader: {reader!r} is not one of {', '.join(READERS)}")
     return reader
@@ -91,8 +101,8 @@ def _reader(options: dict) -> str:
 
 _SOURCE_OPTIONS = {"topic", "channel", "nsqd_tcp_addresses", "lookupd_http_addresses", "nsqd_http_addresses",
                    "max_messages_per_batch", "batch_wait", "idle_timeout", "walpath", "drain_file", "dedup_key",
-                   "reader", "max_messages_per_partition"}
-READERS = ("driver", "executors")
+                   "reader", "max_messages_per_partition", *(name.lower() for name in LOG_OPTIONS)}
+READERS = ("driver", "executors", "log")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,17 +118,19 @@ class SourceOptions:
     wal_path: str
     drain_file: str
     dedup_key: bool
-    reader: str  # "driver": one consumer in Spark's driver; "executors": partitions read by tasks
-    max_messages_per_partition: int  # the executors reader's cap on what one task reads
+    reader: str  # "driver": one consumer in Spark's driver; "executors": partitions read by tasks;
+    #              "log": offset ranges of a retained topic read by tasks; "": chosen by the topic
+    max_messages_per_partition: int  # the executors and log readers' cap on what one task reads
     config: Config
+    log: "LogOptions"
 
     @classmethod
     def parse(cls, raw) -> "SourceOptions":
         options = lowered(raw)
         _refuse_unknown(options, _SOURCE_OPTIONS)
         channel = options.get("channel", "")
-        if not is_valid_channel_name(channel):
-            raise OptionError(f"option channel: {'missing' if not channel else f'invalid name {channel!r}'}")
+        if channel and not is_valid_channel_name(channel):
+            raise OptionError(f"option channel: invalid name {channel!r}")
         nsqd = _addresses(options, "nsqd_tcp_addresses")
         lookupd = _addresses(options, "lookupd_http_addresses", urls=True)
         if not nsqd and not lookupd:
@@ -141,7 +153,61 @@ class SourceOptions:
             reader=_reader(options),
             max_messages_per_partition=_number(options, "max_messages_per_partition", 20000, int, minimum=1),
             config=config,
+            log=LogOptions.parse(options),
         )
+
+    def require_channel(self) -> None:
+        """The channel readers read a channel: ``OptionError`` without one."""
+        if not self.channel:
+            raise OptionError("option channel: missing (the topic is not retained on every nsqd, so it is read "
+                              "through a channel)")
+
+
+@dataclasses.dataclass(frozen=True)
+class LogOptions:
+    """The log reader's options (retained topics), as Spark's Kafka source
+    names them. Offsets are per nsqd node, keyed by its TCP address."""
+    starting_offsets: str  # "earliest", "latest", JSON {"host:port": offset, ...}; "": latest when
+    #                        streaming, earliest for a batch read (as Kafka's source has it)
+    starting_timestamp: int | None  # Unix ms; over starting_offsets when given
+    ending_offsets: str  # batch reads: "latest" or JSON
+    ending_timestamp: int | None
+    max_offsets_per_trigger: int  # 0: no limit
+    min_partitions: int  # 0: as many as max_messages_per_partition gives
+    fail_on_data_loss: bool
+    read_timeout: float  # seconds a task waits for an nsqd that does not answer before it fails
+
+    @classmethod
+    def parse(cls, options: dict) -> "LogOptions":
+        return cls(
+            starting_offsets=_log_point(options, "startingoffsets", ""),
+            starting_timestamp=_number(options, "startingtimestamp", None, int) if "startingtimestamp" in options
+            else None,
+            ending_offsets=_log_point(options, "endingoffsets", "latest"),
+            ending_timestamp=_number(options, "endingtimestamp", None, int) if "endingtimestamp" in options else None,
+            max_offsets_per_trigger=_number(options, "maxoffsetspertrigger", 0, int),
+            min_partitions=_number(options, "minpartitions", 0, int),
+            fail_on_data_loss=_convert("failOnDataLoss", bool, options.get("failondataloss", "true")),
+            read_timeout=_number(options, "readtimeout", 60.0),
+        )
+
+
+def _log_point(options: dict, name: str, default: str) -> str:
+    """``earliest``, ``latest``, or JSON of offsets per nsqd (``-2``:
+    earliest, ``-1``: latest, as Kafka's source writes them)."""
+    text = options.get(name, default).strip()
+    if text in ("earliest", "latest", ""):
+        return text
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not all(
+            isinstance(key, str) and isinstance(value, int) and not isinstance(value, bool) and value >= -2
+            for key, value in parsed.items()):
+        raise OptionError(f"option {name}: expected earliest, latest or JSON like {{\"127.0.0.1:4150\": 1200}} "
+                          f"(offsets per nsqd TCP address; -2 earliest, -1 latest), got {text!r}")
+    return text
 
 
 @dataclasses.dataclass(frozen=True)
