@@ -7,6 +7,12 @@ at start is archived), printing a status line every ``--status-every``
 seconds. Ctrl-C stops gracefully: everything archived is acknowledged at
 nsqd, and nothing else.
 
+A topic retained on every nsqd (``nsqd --retention``) is read by offset
+(the log reader): no channel, nothing acknowledged, exactly once by
+construction; ``--starting-offsets`` and ``--starting-timestamp`` say where
+a first run starts (the checkpoint says where later ones do), and
+``--available-now`` ends at the offsets the logs had at start.
+
 ``--available-now`` first waits up to ``--held-wait`` seconds for messages
 that other consumers of the channel hold in flight (a stale run, another job
 on the same channel); the source counts them in what the run archives, so
@@ -73,10 +79,16 @@ def parse_args(argv):
     parser.add_argument("--max-messages-per-batch", type=int, default=DEFAULT_MAX_MESSAGES_PER_BATCH,
                         help="cap on one micro-batch (as many connections per nsqd are opened as nsqd's "
                              "--max-rdy-count requires)")
-    parser.add_argument("--reader", choices=("driver", "executors"), default="driver",
-                        help="where nsqd is read: 'driver' (one consumer in Spark's driver) or "
-                             "'executors' (each batch split into partitions per nsqd, read in parallel by the "
-                             "tasks and logged under the checkpoint, which every executor must see)")
+    parser.add_argument("--reader", choices=("auto", "driver", "executors", "log"), default="auto",
+                        help="how nsqd is read: 'log' (a retained topic by offset, in the tasks; chosen by 'auto' "
+                             "when the topic is retained on every nsqd), else through the channel: 'driver' (one "
+                             "consumer in Spark's driver; auto's choice) or 'executors' (each batch split into "
+                             "partitions per nsqd, read in parallel by the tasks and logged under the checkpoint, "
+                             "which every executor must see)")
+    parser.add_argument("--starting-offsets", default="earliest", metavar="WHERE",
+                        help="log reader, first run: 'earliest', 'latest' or JSON of offsets per nsqd TCP address")
+    parser.add_argument("--starting-timestamp", type=int, metavar="UNIX_MS",
+                        help="log reader, first run: start at the first message accepted at this time or later")
     parser.add_argument("--wal", action="store_true",
                         help="keep a write-ahead log under the checkpoint: exact replays after a driver crash")
     parser.add_argument("--status-every", type=float, default=10.0, help="seconds between status lines")
@@ -98,8 +110,11 @@ def source_options(args) -> dict:
         "topic": args.topic,
         "channel": args.channel,
         "max_messages_per_batch": str(args.max_messages_per_batch),
-        "reader": args.reader,
+        "reader": "" if args.reader == "auto" else args.reader,
+        "startingOffsets": args.starting_offsets,
     }
+    if args.starting_timestamp is not None:
+        options["startingTimestamp"] = str(args.starting_timestamp)
     for name, values in (("lookupd_http_addresses", args.lookupd_http_address),
                          ("nsqd_tcp_addresses", args.nsqd_tcp_address),
                          ("nsqd_http_addresses", args.nsqd_http_address)):
@@ -114,12 +129,14 @@ def source_options(args) -> dict:
 
 def preflight(args) -> tuple[dict, int]:
     """The source's options, or the exit status of a one-line failure: every
-    check that needs no JVM (options, paths, the nodes reached once) runs
-    before Spark starts, so a mistake costs a second, not a JVM start."""
+    check that needs no JVM (options, paths, the nodes reached once, which
+    reader reads the topic: ``args.chosen_reader``) runs before Spark
+    starts, so a mistake costs a second, not a JVM start."""
     try:
         import nsqpy.spark  # noqa: F401 - PySpark and PyArrow present, and recent enough
     except ImportError as error:
         return {}, _fail(str(error), 1)
+    from ..spark.logsource import choose_reader
     from ..spark.options import OptionError, SourceOptions
     from ..spark.preflight import Unreachable, check_spark_home, check_writable, reach
     from ..spark.session import CONNECT_SCHEME
@@ -130,9 +147,16 @@ def preflight(args) -> tuple[dict, int]:
     except OptionError as error:
         return {}, _fail(f"{error} (see nsq_to_parquet --help)", 2)
     try:
+        args.chosen_reader = choose_reader(parsed)
+    except OptionError as error:
+        return {}, _fail(str(error), 1)
+    if args.chosen_reader == "log":
+        options.pop("walPath", None)  # a log is read again by offset: nothing to keep
+    try:
         check_writable("--output-dir", args.output_dir)
         check_writable("--checkpoint-dir", args.checkpoint_dir)
-        reach(parsed)
+        if args.chosen_reader != "log":
+            reach(parsed)
         if not args.master.startswith(CONNECT_SCHEME):
             check_spark_home()
     except Unreachable as error:
@@ -173,7 +197,7 @@ def archive(args) -> int:
         from ..spark.archive import StatusLine, drain_file, failure_reason, start_archive, stop_gracefully
         from ..spark.session import build_session, end_session
 
-        if args.available_now:
+        if args.available_now and args.chosen_reader != "log":
             wait_for_holders(args)
         print(f"nsq_to_parquet: starting Spark (master {args.master})", flush=True)
         spark = start_spark(lambda: build_session(args.master, f"nsq_to_parquet {args.topic}",
@@ -187,10 +211,9 @@ def archive(args) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     query = start_archive(spark, options, args.output_dir, args.checkpoint_dir,
                           trigger=args.trigger, available_now=args.available_now)
-    print(f"nsq_to_parquet: archiving {'what is queued in ' if args.available_now else ''}"
-          f"{args.topic}/{args.channel} to {args.output_dir} (master {args.master})"
+    print(f"nsq_to_parquet: archiving {what_is_read(args)} to {args.output_dir} (master {args.master})"
           f"{'' if args.available_now else '; Ctrl-C stops'}", flush=True)
-    status = StatusLine(options)
+    status = StatusLine(options, reader=args.chosen_reader)
     try:
         next_line = time.monotonic() + args.status_every
         while query.isActive and not stop.is_set():
@@ -215,7 +238,7 @@ def archive(args) -> int:
         if error is not None:
             print(f"nsq_to_parquet: the query failed: {failure_reason(error)}", file=sys.stderr, flush=True)
             return 1
-        if args.available_now and not stop.is_set():
+        if args.available_now and not stop.is_set() and args.chosen_reader != "log":
             held = holders_now(args)
             if held:
                 return _fail(f"{sum(h.in_flight for h in held)} messages of {args.topic}/{args.channel} are in "
@@ -225,6 +248,17 @@ def archive(args) -> int:
         return 0
     finally:
         end_session(spark)
+
+
+def what_is_read(args) -> str:
+    """The first status line's account of the source and its reader."""
+    if args.chosen_reader == "log":
+        start = (f"from {args.starting_timestamp} ms" if args.starting_timestamp is not None
+                 else f"from {args.starting_offsets}")
+        return (f"{'what the log holds now of ' if args.available_now else ''}{args.topic} with the log reader "
+                f"(retained on every nsqd; read by offset, {start} on a first run)")
+    return (f"{'what is queued in ' if args.available_now else ''}{args.topic}/{args.channel} with the "
+            f"{args.chosen_reader} reader (through the channel)")
 
 
 def start_spark(build):

@@ -117,7 +117,7 @@ def _offset_position(value) -> int | None:
     or null); None for the executors reader's offsets, which count batches."""
     if isinstance(value, str):
         value = json.loads(value)
-    return position(value) if value and "messages" in value else None
+    return position(value) if value and "messages" in value else None  # the log reader's count offsets per node
 
 
 def input_rows(report) -> int:
@@ -161,8 +161,9 @@ class StatusLine:
     lag from nsqd's ``/stats`` for the channel (ready, in flight and
     deferred), ``unknown`` with the reason when nsqd cannot tell."""
 
-    def __init__(self, source_options: dict, clock=time.monotonic):
+    def __init__(self, source_options: dict, clock=time.monotonic, reader: str = "driver"):
         self.options = source_options
+        self.reader = reader
         self.progress = Progress()
         self._clock = clock
         self._started = clock()
@@ -185,5 +186,18 @@ class StatusLine:
     def render(self, query) -> str:
         self.progress.update(query)
         rate = self.progress.rows / max(self._clock() - self._started, 1e-9)
-        return (f"batches {self.progress.batches}, rows {self.progress.rows} ({rate:.0f}/s), "
-                f"lag {self._lag()}")
+        lag = log_lag(query.lastProgress) if self.reader == "log" else self._lag()
+        return f"batches {self.progress.batches}, rows {self.progress.rows} ({rate:.0f}/s), lag {lag}"
+
+
+def log_lag(report) -> str:
+    """The log reader's lag: on every nsqd, from where the last batch ended
+    to the log's end (its offsets and ``reportLatestOffset`` in the report)."""
+    if not report or not report.get("sources"):
+        return "unknown (no batch yet)"
+    source = report["sources"][0]
+    latest, end = (json.loads(value) if isinstance(value, str) else value
+                   for value in (source.get("latestOffset"), source.get("endOffset")))
+    if not latest or not end:
+        return "unknown (no batch yet)"
+    return str(sum(max(0, offset - end["offsets"].get(node, 0)) for node, offset in latest["offsets"].items()))

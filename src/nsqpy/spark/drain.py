@@ -55,3 +55,14 @@ def read_report(drain_file: str) -> Drain | None:
     except FileNotFoundError:
         return None
     return Drain(confirmed=True, released=int(fields["released"]), unconfirmed=int(fields["unconfirmed"]))
+
+
+def stop_reading(drain_file: str) -> bool:
+    """For a source that holds nothing between batches (the executors and
+    log readers): whether a graceful stop is requested; if so it is answered
+    at once, nothing given back and nothing to come again."""
+    if not drain_file or not os.path.exists(drain_file):
+        return False
+    if read_report(drain_file) is None:
+        write_report(drain_file, released=0, unconfirmed=0)
+    return True

@@ -30,6 +30,7 @@ import math
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
+from . import drain
 from .backlog import Node, find_nodes
 from .logread import LogGone, NotRetained, RangeReader, log_schema, offsets
 from .options import OptionError, SourceOptions
@@ -179,6 +180,8 @@ class NSQLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.info("nsq log reader: available now: up to offsets %s of %s", self._target, self.options.topic)
 
     def latestOffset(self, start: dict, limit) -> dict:
+        if drain.stop_reading(self.options.drain_file):  # a graceful stop: nothing is held, nothing more read
+            return start
         extents = self.planner.extents()
         positions = dict(start["offsets"])
         skipped = start.get("skipped", 0)

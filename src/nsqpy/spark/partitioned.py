@@ -40,7 +40,6 @@ one partition would both read nsqd.
 import dataclasses
 import gc
 import logging
-import os
 import time
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -189,14 +188,8 @@ class NSQPartitionedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _drain_requested(self) -> bool:
         """A graceful stop: nothing is held between batches (each task
         answered its own messages, and what nsqd did not confirm is in the
-        log, whose redeliveries are dropped), so it reads no more and reports
-        nothing given back and nothing to come again."""
-        drain_file = self.options.drain_file
-        if not drain_file or not os.path.exists(drain_file):
-            return False
-        if drain.read_report(drain_file) is None:
-            drain.write_report(drain_file, released=0, unconfirmed=0)
-        return True
+        log, whose redeliveries are dropped)."""
+        return drain.stop_reading(self.options.drain_file)
 
     # --- a task: reading one partition ---------------------------------------------------
 

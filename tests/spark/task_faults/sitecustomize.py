@@ -42,3 +42,32 @@ if FAULTS:
             return int(stat.read().rsplit(")", 1)[1].split()[1])
 
     PartitionLog.write = write_then_fail_once
+
+
+# The log reader's faults: ``NSQPY_TEST_LOG_FAULTS=<directory>`` SIGKILLs a
+# task's Python worker once per partition, after its first record batch went
+# to Spark (mid-partition); ``NSQPY_TEST_LOG_SLOW=<seconds>`` sleeps after
+# every record batch, so that a batch is long enough to kill nsqd under it.
+LOG_FAULTS = os.environ.get("NSQPY_TEST_LOG_FAULTS")
+LOG_SLOW = float(os.environ.get("NSQPY_TEST_LOG_SLOW", "0"))
+
+if LOG_FAULTS or LOG_SLOW:
+    import signal
+    import time
+
+    from nsqpy.spark.logread import RangeReader
+
+    read_range = RangeReader.batches
+
+    def batches_with_faults(self, start, end):
+        for number, batch in enumerate(read_range(self, start, end)):
+            yield batch
+            if LOG_SLOW:
+                time.sleep(LOG_SLOW)
+            marker = os.path.join(LOG_FAULTS or "", f"log-{self.node.replace(':', '_')}-{start}-{end}")
+            if LOG_FAULTS and number == 0 and not os.path.exists(marker):
+                with open(marker, "w") as note:
+                    note.write(f"{batch.num_rows}\n")
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    RangeReader.batches = batches_with_faults
