@@ -117,3 +117,22 @@ def test_a_replay_resumes_after_a_restart(start_nsqd, topic, tmp_path):
     nsqd = start_nsqd("--retention=1h", data_path=data)
     received = consume(nsqd, topic, "c", 30_000, seconds=120)
     assert [body for _, body, _ in received] == [b.decode() for b in bodies]
+
+
+def test_a_retained_topic_without_channels_keeps_its_backlog_in_the_log_for_the_first_channel(
+        start_nsqd, topic, tmp_path):
+    data = tmp_path / "kept"
+    nsqd = start_nsqd("--retention=1h", "--mem-queue-size=100", data_path=data)
+    bodies = [b"b%04d" % i for i in range(1000)]
+    publish(nsqd, topic, bodies)
+    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")
+    (entry,) = stats["topics"]
+    assert (entry["depth"], entry["backend_depth"], entry["memory_depth"]) == (1000, 0, 0)  # stored once: the log
+    assert not list(data.glob(f"{topic}.diskqueue.*.dat"))
+    nsqd.stop()
+    nsqd = start_nsqd("--retention=1h", "--mem-queue-size=100", data_path=data)  # the backlog outlives a restart
+    assert [body for _, body, _ in consume(nsqd, topic, "first", 1000)] == [b.decode() for b in bodies]
+    assert http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")[1]["topics"][0]["depth"] == 0
+    post(nsqd, f"/channel/create?topic={topic}&channel=second")  # a later channel starts with the live ones
+    publish(nsqd, topic, [b"live"])
+    assert [body for _, body, _ in consume(nsqd, topic, "second", 1)] == ["live"]

@@ -16,7 +16,8 @@ from .retention import channel_log_position
 
 # (figure, help, how to read it from a topic or a channel)
 _TOPIC_GAUGES = [
-    ("depth", "Messages queued in the topic (memory and disk), waiting for a channel.", lambda t: len(t.queue)),
+    ("depth", "Messages waiting for a channel: queued in the topic (memory and disk), or in a retained topic's "
+     "log while it has no channel.", lambda t: t.depth),
     ("memory_depth", "Messages queued in the topic's memory.", lambda t: t.queue.memory_depth),
     ("backend_depth", "Messages queued in the topic's disk queue.", lambda t: t.queue.backend_depth),
     ("channels", "Channels of the topic.", lambda t: len(t.channels)),

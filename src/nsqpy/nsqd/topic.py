@@ -2,7 +2,10 @@
 
 While a topic has no channel, or is paused, messages wait in its own queue
 (memory, then disk). The first channel to appear, or an unpause, drains that
-backlog in chunks so a large one never stalls the event loop.
+backlog in chunks so a large one never stalls the event loop. A retained
+topic (retention.py) with no channel keeps that backlog in its log instead,
+where every message is already: the first channel replays it (replay.py),
+and nothing is stored twice.
 """
 
 from typing import Final
@@ -15,6 +18,7 @@ from .channel import Channel
 from .guid import GuidFactory
 from .message import Message
 from .queue import MessageQueue, MessagesLost
+from .replay import Replay
 
 DRAIN_CHUNK: Final = 1000
 
@@ -52,7 +56,12 @@ class Topic:
 
     @property
     def depth(self) -> int:
-        return len(self.queue)
+        """Messages waiting for a channel: in the topic's queue, or in its
+        log while a retained topic has none."""
+        topic_log = self.topic_log
+        if topic_log is None or topic_log.backlog_from is None:
+            return len(self.queue)
+        return len(self.queue) + topic_log.latest - topic_log.backlog_from
 
     # --- publishing -------------------------------------------------------------
 
@@ -65,7 +74,11 @@ class Topic:
             ids = self.guid.new_ids(len(bodies))
         topic_log = self.topic_log
         if topic_log is not None:
-            topic_log.append(ids, bodies, timestamp)
+            first = topic_log.append(ids, bodies, timestamp)
+            if self._backlog_in_log():
+                topic_log.mark_backlog(first)
+                self._counted(bodies)
+                return
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
         replication = self.nsqd.replication
         if replication is not None:
@@ -80,8 +93,15 @@ class Topic:
             copies = self._copies(messages, lambda: [message.copy() for message in messages])
             for channel, own in zip(self.channels.values(), copies):
                 channel.put_many(own)
+        self._counted(bodies)
+
+    def _counted(self, bodies: list[bytes]) -> None:
         self.message_count += len(bodies)
         self.message_bytes += sum(map(len, bodies))
+
+    def _backlog_in_log(self) -> bool:
+        """A retained topic with no channel: its log holds the backlog."""
+        return self.started and not self.channels and not len(self.queue)
 
     def publish_mpub(self, body: bytes, count: int, timestamp: int) -> None:
         """An MPUB's validated body (``commands.check_mpub_body``), queued as
@@ -90,7 +110,12 @@ class Topic:
         batch = Batch(body, count, timestamp, self.guid.reserve(count))
         topic_log = self.topic_log
         if topic_log is not None:
-            topic_log.append_mpub(body, count, timestamp, batch.ids.copy().take(count))
+            first = topic_log.append_mpub(body, count, timestamp, batch.ids.copy().take(count))
+            if self._backlog_in_log():
+                topic_log.mark_backlog(first)
+                self.message_count += count
+                self.message_bytes += len(body) - 4 * (count + 1)
+                return
         replication = self.nsqd.replication
         if replication is not None:
             replication.published_mpub(self.name, timestamp, batch.ids.copy().take(count), body,
@@ -239,6 +264,9 @@ class Topic:
                                                self.nsqd.options.full_policy),
                               timed=self.nsqd.timed_channels, replication=self.nsqd.replication)
             self.channels[name] = channel
+            backlog = None if self.topic_log is None else self.topic_log.take_backlog()
+            if backlog is not None:  # the first channel takes the backlog, as NSQ's does
+                Replay.start(channel, backlog)
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()
         return channel
@@ -265,6 +293,8 @@ class Topic:
 
     def empty(self) -> None:
         self.queue.clear()
+        if self.topic_log is not None:
+            self.topic_log.take_backlog()
         self._tell_peers(EMPTIED)
 
     def _tell_peers(self, kind: int) -> None:

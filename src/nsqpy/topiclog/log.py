@@ -31,6 +31,7 @@ import logging
 import os
 from typing import Callable, Final, NamedTuple
 
+from ..atomicfile import write_atomically
 from ..protocol import logchunk
 from ..protocol.logchunk import HEADER_SIZE, Records
 from .pending import Pending
@@ -38,6 +39,7 @@ from .segment import SEGMENT_SUFFIX, Segment
 
 CHUNK_RECORDS: Final = 8192  # a turn's records beyond this start another chunk
 CHUNK_BYTES: Final = 4 * 1024 * 1024
+BACKLOG_FILE: Final = "backlog"  # where a channel-less topic's backlog starts in the log
 DEFAULT_READ_BYTES: Final = 16 * 1024 * 1024
 MAX_READ_BYTES: Final = 256 * 1024 * 1024
 
@@ -83,6 +85,7 @@ class TopicLog:
         self._next_offset = 0
         os.makedirs(directory, exist_ok=True)
         self._open_segments()
+        self.backlog_from = self._read_backlog()
 
     # --- what it holds ------------------------------------------------------------
 
@@ -355,6 +358,40 @@ class TopicLog:
             return chunks, plan.next_offset
         finally:
             plan.close()
+
+    # --- a backlog kept for the first channel ------------------------------------------------
+
+    def mark_backlog(self, offset: int) -> None:
+        """The topic has no channel and its messages from ``offset`` on wait
+        here for the first one (NSQ keeps them in the topic's queue): noted
+        on disk before the publish is answered, once per such stretch."""
+        if self.backlog_from is None:
+            write_atomically(self._backlog_path, b"%d\n" % offset)
+            self.backlog_from = offset
+
+    def take_backlog(self) -> int | None:
+        """Where the first channel starts (None: no backlog); forgotten."""
+        offset, self.backlog_from = self.backlog_from, None
+        if offset is not None:
+            try:
+                os.remove(self._backlog_path)
+            except FileNotFoundError:
+                pass
+        return offset
+
+    @property
+    def _backlog_path(self) -> str:
+        return os.path.join(self.directory, BACKLOG_FILE)
+
+    def _read_backlog(self) -> int | None:
+        try:
+            with open(self._backlog_path, "rb") as f:
+                return int(f.read().strip())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as error:
+            self.logger.error("LOG(%s): cannot read %s: %s", self.name, BACKLOG_FILE, error)
+            return None
 
     # --- opening and closing ---------------------------------------------------------------
 
