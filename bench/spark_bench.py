@@ -8,8 +8,9 @@
 Archive: ``--messages`` 200-byte messages wait in a channel, spread over
 ``--nodes`` nsqd; the archive job (``nsq_to_parquet``'s query, availableNow)
 runs with each reader (``reader=driver``: one consumer in Spark's driver;
-``reader=executors``: partitions read by the tasks) and batches of 10k and
-of 100k messages. Reported: messages/s end to end (query start to end,
+``reader=executors``: partitions read by the tasks; ``reader=log``: the
+backlog in a retained topic, read by offset) and batches of 10k and of
+100k messages. Reported: messages/s end to end (query start to end,
 Spark's query start-up included) and in steady state (rows over the
 batches' own durations). nsqd runs at its defaults (``--max-rdy-count=2500``,
 a memory queue of 10,000 and the rest on disk), as a new user's would: the
@@ -57,9 +58,12 @@ from tests.spark.standalone import standalone_cluster  # noqa: E402
 BODY_SIZE = 200
 
 
-def fill(nsqd, topic: str, count: int) -> None:
-    """``count`` messages waiting for channel ``archive`` before the job starts."""
-    for path in (f"topic/create?topic={topic}", f"channel/create?topic={topic}&channel=archive"):
+def fill(nsqd, topic: str, count: int, retained: bool = False) -> None:
+    """``count`` messages waiting for channel ``archive`` before the job
+    starts (``retained``: in the topic's log, read by offset, no channel)."""
+    paths = ([f"topic/create?topic={topic}", f"topic/config?topic={topic}&retention=1h"] if retained
+             else [f"topic/create?topic={topic}", f"channel/create?topic={topic}&channel=archive"])
+    for path in paths:
         urllib.request.urlopen(urllib.request.Request(f"{nsqd.http_url}/{path}", method="POST")).read()
     body = b"x" * BODY_SIZE
     with SyncProducer(nsqd.tcp_address) as producer:
@@ -67,10 +71,10 @@ def fill(nsqd, topic: str, count: int) -> None:
             producer.multi_publish(topic, [body] * min(1000, count - start))
 
 
-def fill_evenly(nodes, topic: str, count: int) -> None:
+def fill_evenly(nodes, topic: str, count: int, retained: bool = False) -> None:
     """``count`` messages waiting, shared out over ``nodes``."""
     for i, nsqd in enumerate(nodes):
-        fill(nsqd, topic, count // len(nodes) + (i < count % len(nodes)))
+        fill(nsqd, topic, count // len(nodes) + (i < count % len(nodes)), retained)
 
 
 def archive(spark, nodes, topic: str, per_batch: int, reader: str, workdir: str) -> dict:
@@ -78,6 +82,8 @@ def archive(spark, nodes, topic: str, per_batch: int, reader: str, workdir: str)
                "nsqd_tcp_addresses": ",".join(nsqd.tcp_address for nsqd in nodes),
                "nsqd_http_addresses": ",".join(nsqd.http_address for nsqd in nodes),
                "max_messages_per_batch": str(per_batch)}
+    if reader == "log":  # a retained topic, by offset, batches as big as the channel readers'
+        options.update(maxOffsetsPerTrigger=str(per_batch), startingOffsets="earliest")
     return run_to_end(lambda: start_archive(spark, options, os.path.join(workdir, "out"),
                                             os.path.join(workdir, "ck"), available_now=True))
 
@@ -140,7 +146,7 @@ def archive_runs(spark, nodes, messages: int, readers, batch_sizes, workdir: str
     for reader in readers:
         for per_batch in batch_sizes:
             topic = f"bench_{reader}_{per_batch}"
-            fill_evenly(nodes, topic, messages)
+            fill_evenly(nodes, topic, messages, retained=reader == "log")
             result = archive(spark, nodes, topic, per_batch, reader, os.path.join(workdir, topic))
             rows.append((f"nsqd -> Parquet, availableNow, reader={reader}, batches of {per_batch:,}", result))
             print(f"{rows[-1][0]}: {result['end_to_end']:,.0f} msgs/s end to end, "
@@ -184,7 +190,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=500000)
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--nodes", type=int, default=1, help="nsqd nodes the backlog is spread over")
-    parser.add_argument("--readers", default="driver,executors", help="comma-separated: driver, executors")
+    parser.add_argument("--readers", default="driver,executors,log",
+                        help="comma-separated: driver, executors, log (a retained topic, by offset)")
     parser.add_argument("--batch-sizes", default="10000,100000", help="comma-separated messages per batch "
                                                                      "(100,000 is nsq_to_parquet's default)")
     parser.add_argument("--archive-only", action="store_true", help="no sink and no streaming run")

@@ -16,6 +16,9 @@ round after round, so a busy moment hits them all alike:
   partitions of 20,000 rows each (as ``reader=executors``), each task
   making its rows as one Arrow record batch;
 * nsq source, ``reader=executors``, from nsqd;
+* nsq source, ``reader=log``: the same backlog in a retained topic, read by
+  offset (partitions of 20,000, batches of ``--batch``), against the bare
+  partitioned source;
 * the JVM write: the same columns made by Spark itself (``spark.range``)
   written with one batch write: what Spark does without Python;
 * ``nsq_to_parquet --available-now`` from exec to exit (``--no-cli`` leaves
@@ -223,7 +226,9 @@ def benchmark_rows(spark, nodes, node_counts: list[int], meter: CPUMeter, args) 
     def nsq(reader: str, count: int):
         def run(work: str) -> dict:
             topic = os.path.basename(work)
-            fill_evenly(nodes[:count], topic, args.messages)
+            fill_evenly(nodes[:count], topic, args.messages, retained=reader == "log")
+            if reader == "log":  # nothing to acknowledge: the run ends with its query
+                return with_cpu(meter, lambda: archive(spark, nodes[:count], topic, args.batch, reader, work))
             return with_cpu(meter, lambda: answered(nodes[:count], topic,
                                                     archive(spark, nodes[:count], topic, args.batch, reader, work)))
         return run
@@ -238,6 +243,7 @@ def benchmark_rows(spark, nodes, node_counts: list[int], meter: CPUMeter, args) 
     rows.update({f"nsq driver, {count} nsqd": nsq("driver", count) for count in node_counts})
     rows["bare partitioned"] = lambda work: with_cpu(meter, lambda: run_bare(spark, "partitioned", work))
     rows.update({f"nsq executors, {count} nsqd": nsq("executors", count) for count in node_counts})
+    rows.update({f"nsq log, {count} nsqd": nsq("log", count) for count in node_counts})
     rows["JVM write"] = lambda work: with_cpu(meter, lambda: run_jvm(spark, args.messages, work))
     if not args.no_cli:
         rows["nsq_to_parquet CLI"] = cli
@@ -311,7 +317,8 @@ def report(results: dict[str, list[dict]], args) -> None:
           f"msgs/s in batches | per round: / bare source (in batches) | / JVM write (end to end) |")
     print("|---|---:|---:|---:|---:|")
     for key in results:
-        reference = "bare simple" if "driver" in key else "bare partitioned" if "executors" in key else None
+        reference = ("bare simple" if "driver" in key else
+                     "bare partitioned" if "executors" in key or "log" in key else None)
         print(f"| {key} | {median(key, 'end_to_end'):,.0f} | "
               f"{median(key, 'steady'):,.0f} | "
               f"{ratio(key, reference, 'steady') if reference else ''} | "

@@ -46,7 +46,7 @@ def test_the_spark_snippets_run_as_printed_in_order(start_nsqd, start_lookupd, t
     nsqd = start_nsqd(f"--lookupd-tcp-address={lookupd.tcp_address}")
     addresses = {"127.0.0.1:4161": lookupd.http_address, "127.0.0.1:4150": nsqd.tcp_address,
                  "127.0.0.1:4151": nsqd.http_address, ".venv/bin/": os.path.dirname(sys.executable) + "/"}
-    python = [block for block in blocks("python") if CONNECT not in block]
+    python = [block for block in blocks("python") if CONNECT not in block and '"clicks"' not in block]
     read_and_write, read_archive = "".join(python[:2]), python[2]
     # what the section says to do first: each job's channel exists before messages arrive
     assert http("POST", f"{nsqd.http_url}/topic/create?topic=events")[0] == 200
@@ -60,3 +60,18 @@ def test_the_spark_snippets_run_as_printed_in_order(start_nsqd, start_lookupd, t
     assert len(archive_commands) == 1
     run(archive_commands[0], tmp_path, addresses, shell=True)
     assert "102 rows in the archive, 102 through pandas" in run(read_archive, tmp_path, addresses)
+
+
+def test_the_log_reader_snippet_runs_as_printed(start_nsqd, start_lookupd, tmp_path):
+    lookupd = start_lookupd()
+    nsqd = start_nsqd(f"--lookupd-tcp-address={lookupd.tcp_address}")
+    addresses = {"127.0.0.1:4161": lookupd.http_address, "127.0.0.1:4151": nsqd.http_address}
+    (snippet,) = [block for block in blocks("python") if '"clicks"' in block]
+    (retention,) = re.findall(r"`(curl -X POST\s+'[^`]*clicks&retention=168h')`", spark_section())
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic=clicks")[0] == 200
+    run(" ".join(retention.split()), tmp_path, addresses, shell=True)
+    wait_for_registration(lookupd, "clicks", 1)
+    publish(nsqd, "clicks", [b"click %d" % i for i in range(50)])
+    printed = run(snippet, tmp_path, addresses)
+    assert "50 clicks in the last 24 hours" in printed and "50 clicks archived" in printed
+
