@@ -46,11 +46,13 @@ def connect_url():
         server.stop()
 
 
-@pytest.mark.parametrize("reader", ["driver", "executors"])
+@pytest.mark.parametrize("reader", ["driver", "executors", "log"])
 def test_a_connect_client_publishes_archives_and_relays_every_row_once(connect_url, spark_nsqd, topic, tmp_path,
                                                                          reader):
     relay_topic = f"{topic[:50]}_relay"
     assert http_json("POST", f"{spark_nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    if reader == "log":  # the archive and the relay read the topic's log
+        assert http_json("POST", f"{spark_nsqd.http_url}/topic/config?topic={topic}&retention=1h")[0] == 200
     for channel in ("archive", "relay"):
         assert http_json("POST", f"{spark_nsqd.http_url}/channel/create?topic={topic}&channel={channel}")[0] == 200
     client = GroupProcess([sys.executable, "-m", "tests.spark.connect_client", connect_url, spark_nsqd.tcp_address,
@@ -60,14 +62,14 @@ def test_a_connect_client_publishes_archives_and_relays_every_row_once(connect_u
     finally:
         client.kill()
     report = json.loads(client.lines[-1])
-    assert "option reader: 'banana' is not one of driver, executors" in report["option_error"]
+    assert "option reader: 'banana' is not one of driver, executors, log" in report["option_error"]
     assert report["checkpoint_file_manager"] == CHECKPOINT_FILE_MANAGER  # renames in-process, as a classic session
     assert report["archive_error"] is None and report["relay_error"] is None
     assert sum(report["archived_batches"]) == 2000
 
     published = bodies(topic, 2000)
     assert bodies_other_readers_see(tmp_path / "out") == published
-    for channel in ("archive", "relay"):
+    for channel in ("archive", "relay") if reader != "log" else ():  # the log reader reads no channel
         stats = channel_stats(spark_nsqd, topic, channel)
         assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
     _, relayed = http_json("GET", f"{spark_nsqd.http_url}/stats?format=json&topic={relay_topic}")

@@ -360,7 +360,7 @@ def test_local_1_and_local_2_archive_the_same_backlog_from_two_nsqd(spark, start
 
 def test_reader_option_errors_name_the_option(spark, spark_nsqd, topic):
     reader = spark.readStream.format("nsq").options(**source_options(spark_nsqd, topic))
-    with pytest.raises(Exception, match="option reader: 'banana' is not one of driver, executors"):
+    with pytest.raises(Exception, match="option reader: 'banana' is not one of driver, executors, log"):
         reader.option("reader", "banana").load()
     with pytest.raises(Exception, match="option reader=executors needs walPath"):
         reader.option("reader", "executors").load()

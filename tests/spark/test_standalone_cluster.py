@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tests.support.processes import GroupProcess
+from tests.support.wire import http
 
 from .conftest import TASK_FAULTS_DIR, channel_stats, committed_bodies, publish
 from .standalone import standalone_cluster
@@ -24,18 +25,24 @@ def cluster(tmp_path_factory):
         yield running
 
 
-@pytest.mark.parametrize("reader", ["driver", "executors"])
+@pytest.mark.parametrize("reader", ["driver", "executors", "log"])
 def test_archive_job_runs_on_a_standalone_cluster(spark_nsqd, topic, tmp_path, cluster, reader):
     master_url, workers = cluster
     bodies = [f"{topic}-{i:05d}".encode() for i in range(3000)]
+    if reader == "log":  # a retained topic: read by offset in the executors, no channel
+        assert http("POST", f"{spark_nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+        assert http("POST", f"{spark_nsqd.http_url}/topic/config?topic={topic}&retention=1h")[0] == 200
     publish(spark_nsqd, topic, bodies)
     out = tmp_path / "out"
     launched = [_executors_launched(worker) for worker in workers]
     job = _archive_available_now(spark_nsqd, topic, out, master_url, f"--reader={reader}")
     assert "nsq_to_parquet: stopped" in job.output
     assert sorted(committed_bodies(out)) == bodies
-    stats = channel_stats(spark_nsqd, topic, "nsq_to_parquet")
-    assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
+    if reader == "log":
+        assert "with the log reader" in job.output
+    else:
+        stats = channel_stats(spark_nsqd, topic, "nsq_to_parquet")
+        assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
     # the job's tasks ran in executors both workers launched for it
     assert [_executors_launched(worker) for worker in workers] == [count + 1 for count in launched]
     if reader == "executors":  # its partitions' log, under the checkpoint, is gone once committed
