@@ -2,6 +2,7 @@ import contextlib
 import itertools
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -78,3 +79,18 @@ def start_lookupd():
     """Start nsqlookupd subprocesses (stopped at teardown, even on failure)."""
     with contextlib.ExitStack() as running:
         yield lambda *extra: running.enter_context(nsqlookupd_process(*extra))
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A real 1 MiB filesystem (tmpfs), so the disk really fills."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
+                            capture_output=True, text=True)
+    if result.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)

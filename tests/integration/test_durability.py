@@ -4,7 +4,6 @@ segments, a data directory written by NSQ's own nsqd."""
 import json
 import shutil
 import struct
-import subprocess
 
 import pytest
 
@@ -12,20 +11,6 @@ from nsqpy.protocol import commands as cmd
 from nsqpy.protocol.message import encode_message
 from tests.support.wire import WireConn, http, http_json, wait_until
 
-
-@pytest.fixture
-def small_filesystem(tmp_path):
-    """A real 1 MiB filesystem (tmpfs), so the disk really fills."""
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
-                            capture_output=True, text=True)
-    if result.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def drain(daemon, topic: str, count: int) -> list[bytes]:

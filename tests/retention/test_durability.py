@@ -2,7 +2,6 @@
 on the same data directory."""
 
 import shutil
-import subprocess
 import threading
 from pathlib import Path
 
@@ -68,20 +67,6 @@ def test_kill_9_while_publishing_loses_no_acknowledged_record_and_reuses_no_offs
     assert len(set(bodies)) == len(bodies)  # each once
     assert not set(acknowledged) - set(bodies)  # every acknowledged one
 
-
-@pytest.fixture
-def small_filesystem(tmp_path):
-    """A real 1 MiB filesystem (tmpfs), so the disk really fills."""
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
-                            capture_output=True, text=True)
-    if result.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def test_a_full_disk_refuses_the_retained_topic_only_and_keeps_what_it_took(start_nsqd, small_filesystem):

@@ -7,20 +7,9 @@ import os
 import time
 import urllib.error
 
-from nsqpy.protocol import commands as cmd
 from tests.retention import logreader
-from tests.support.wire import WireConn, http, http_json, wait_until
-
-
-def publish(nsqd, topic: str, bodies: list[bytes]) -> None:
-    with WireConn(nsqd.tcp_hostport) as c:
-        for start in range(0, len(bodies), 100):
-            part = bodies[start:start + 100]
-            c.send(cmd.mpub(topic, part) if start % 200 == 0 else cmd.pub(topic, part[0]))
-            c.expect_ok()
-            for body in part[1:] if start % 200 else []:
-                c.send(cmd.pub(topic, body))
-                c.expect_ok()
+from tests.retention.test_replay import publish
+from tests.support.wire import http, http_json, wait_until
 
 
 def offsets(nsqd, topic: str) -> dict:

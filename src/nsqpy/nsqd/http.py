@@ -30,7 +30,7 @@ from .topic import TopicExiting
 class HttpApi:
     def __init__(self, nsqd):
         self.nsqd = nsqd
-        self.log_api = LogApi(nsqd)
+        self.log_api = LogApi(nsqd, self._existing_channel)
         self._runner: web.AppRunner | None = None
 
     async def start(self, sites) -> None:

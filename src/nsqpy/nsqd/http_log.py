@@ -16,7 +16,7 @@ import time
 
 from aiohttp import web
 
-from ..httpapi import HttpError, json_response, topic_and_channel_params
+from ..httpapi import HttpError, json_response
 from ..options import parse_int
 from ..protocol.names import is_valid_topic_name
 from ..topiclog import DEFAULT_READ_BYTES, MAX_READ_BYTES, OffsetOutOfRange
@@ -29,8 +29,11 @@ OFFSET_LIMIT = (1 << 63) - 1
 
 
 class LogApi:
-    def __init__(self, nsqd):
+    def __init__(self, nsqd, existing_channel):
+        """``existing_channel(request)``: the (topic, channel) a request
+        names, or NSQ's 404 (the HTTP API's own lookup)."""
         self.nsqd = nsqd
+        self.existing_channel = existing_channel
 
     def routes(self) -> list:
         return [
@@ -107,14 +110,8 @@ class LogApi:
 
     async def rewind(self, request):
         """The channel delivers the log again from ``from``; what it held is dropped."""
-        topic_name, channel_name = topic_and_channel_params(request)
-        topic = self.nsqd.topics.get(topic_name)
-        if topic is None:
-            raise HttpError(404, "TOPIC_NOT_FOUND")
-        channel = topic.channels.get(channel_name)
-        if channel is None:
-            raise HttpError(404, "CHANNEL_NOT_FOUND")
-        return json_response(self.replay(topic, channel_name, request))
+        topic, channel = self.existing_channel(request)
+        return json_response(self.replay(topic, channel.name, request))
 
     def replay(self, topic, channel_name: str, request) -> dict:
         """Start ``channel_name`` (made if new) at ``from``; -> the answer.
