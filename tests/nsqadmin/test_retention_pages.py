@@ -28,6 +28,10 @@ def retained_topic(cluster, topic):
         assert http_json("POST", url)[0] == 200
         cluster.publish(index, topic, *[b"m%d" % i for i in range(count)])
     cluster.wait_registered(topic, 2)
+    # a new topic hands messages out once nsqlookupd has told it its channels: wait for that
+    for index, count in enumerate(COUNTS):
+        for channel in ("first", "second"):
+            wait_until(lambda: channel_on(cluster, index, topic, channel)["depth"] == count, timeout=30)
     return topic
 
 

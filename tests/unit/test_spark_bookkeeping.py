@@ -92,8 +92,8 @@ def test_source_options_are_checked_with_one_clear_message():
     assert options.config.max_in_flight == 200 and options.config.max_attempts == 0
     with pytest.raises(OptionError, match="option max_attempts"):
         SourceOptions.parse({"topic": "t", "channel": "c", "nsqd_tcp_addresses": "a:1", "max_attempts": "5"})
-    with pytest.raises(OptionError, match="option channel: missing"):
-        SourceOptions.parse({"topic": "t", "nsqd_tcp_addresses": "a:1"})
+    with pytest.raises(OptionError, match="option channel: missing"):  # a retained topic is read without one
+        SourceOptions.parse({"topic": "t", "nsqd_tcp_addresses": "a:1"}).require_channel()
     with pytest.raises(OptionError, match="lookupd_http_addresses"):
         SourceOptions.parse({"topic": "t", "channel": "c"})
     with pytest.raises(OptionError, match="invalid topic name"):
