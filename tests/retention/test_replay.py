@@ -136,3 +136,28 @@ def test_a_retained_topic_without_channels_keeps_its_backlog_in_the_log_for_the_
     post(nsqd, f"/channel/create?topic={topic}&channel=second")  # a later channel starts with the live ones
     publish(nsqd, topic, [b"live"])
     assert [body for _, body, _ in consume(nsqd, topic, "second", 1)] == ["live"]
+
+
+def test_a_lagging_channel_reads_what_its_memory_cannot_hold_from_the_log(start_nsqd, topic, tmp_path):
+    data = tmp_path / "kept"
+    nsqd = start_nsqd("--retention=1h", "--mem-queue-size=1000", data_path=data)
+    post(nsqd, f"/topic/create?topic={topic}")
+    post(nsqd, f"/channel/create?topic={topic}&channel=slow")
+    bodies = [b"o%05d" % i for i in range(20_000)]
+    with WireConn(nsqd.tcp_hostport) as c:
+        for start in range(0, len(bodies), 500):
+            c.send(cmd.mpub(topic, bodies[start:start + 500]))
+            c.expect_ok()
+        c.send(cmd.dpub(topic, 1500, b"deferred"))  # a deferred publish while the channel reads from the log
+        c.expect_ok()
+    stats = channel_stats(nsqd, topic, "slow")
+    assert (stats["depth"], stats["backend_depth"], stats["deferred_count"]) == (20_001, 0, 1)
+    assert stats["memory_depth"] <= 1000 and stats["replay_offset"] is not None
+    assert not list(data.glob(f"{topic}:slow.diskqueue.*.dat"))  # each message written once: the log
+    received = consume(nsqd, topic, "slow", 15_000)
+    nsqd.stop()  # a clean stop mid-way: the channel's memory is kept, and where it was in the log
+    nsqd = start_nsqd("--retention=1h", "--mem-queue-size=1000", data_path=data)
+    received += consume(nsqd, topic, "slow", 5_001)
+    got = [body for _, body, _ in received]
+    assert got[:-1] == [b.decode() for b in bodies] and got[-1] == "deferred"  # in order, each once, then the DPUB
+    assert channel_stats(nsqd, topic, "slow")["depth"] == 0

@@ -103,7 +103,17 @@ class Channel:
 
     @property
     def depth(self) -> int:
-        return len(self.queue)
+        """Messages waiting: queued, and, while replaying, in the log beyond the cursor."""
+        replay = self.replay
+        return len(self.queue) if replay is None else len(self.queue) + replay.backlog()
+
+    def spills(self, incoming: int) -> bool:
+        """Whether ``incoming`` new messages would go to this channel's disk
+        queue (its memory full): a retained topic's channel reads them from
+        the log instead (replay.py), unless it drops the oldest at a limit."""
+        queue = self.queue
+        return (self.replay is None and queue.disk is not None and 0 < queue.capacity < queue.memory_depth + incoming
+                and not self.limit.drops)
 
     @property
     def in_flight_count(self) -> int:
@@ -210,8 +220,8 @@ class Channel:
         self.schedule_dispatch()
 
     def put_deferred(self, message: Message, delay: float) -> None:
-        if self.replay is not None:
-            return
+        """Taken while replaying too: the log marks a deferred publish, and
+        the replay skips what the channel received live."""
         self.message_count += 1
         disk = self.deferred_disk
         if disk is not None and message.disk_token is None:

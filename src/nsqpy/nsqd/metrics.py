@@ -39,7 +39,7 @@ _LOG_GAUGES = [
 ]
 _CHANNEL_LOG_GAUGES = [
     ("log_lag", "Messages of the topic's log the channel has yet to deliver (queued, and not yet replayed).",
-     lambda c: channel_log_position(c, c.topic.topic_log)["log_lag"]),
+     lambda c: channel_log_position(c)["log_lag"]),
 ]
 _CHANNEL_GAUGES = [
     ("depth", "Messages queued in the channel (memory and disk), not yet delivered.", lambda c: len(c.queue)),

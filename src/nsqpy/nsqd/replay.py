@@ -1,14 +1,24 @@
-"""Replay: a channel of a retained topic delivers its log again from a point
-(``POST /channel/create?from=`` or ``POST /channel/rewind?from=``), then the
-live messages, each once; consumers need no change.
+"""Replay: a channel of a retained topic reads its topic's log from a point,
+then takes live messages again, each once; consumers need no change. Three
+things start one:
+
+* a rewind (``POST /channel/create?from=``, ``POST /channel/rewind?from=``):
+  the log again from an offset or a time;
+* the first channel of a retained topic that had none: the backlog the log
+  kept for it (topic.py);
+* a channel whose memory is full (``--mem-queue-size``): instead of writing
+  the messages that do not fit to its own disk queue, it reads them back
+  from the log, which holds them already, as its memory frees. So a
+  retained topic writes each message once, however many channels lag.
 
 A channel stays NSQ's channel throughout (its queue, in-flight, deferred
 and dead-letter rules are untouched). While it replays it takes no live
-messages from its topic, and a cursor moves the log's records into its
-queue, a window at a time, as its consumers make room: every live message
-is in the log already, so the cursor reaches it. When the cursor reaches
-the log's end, in the same step the channel takes live messages again, so
-nothing falls between the two.
+messages from its topic but deferred ones (DPUB, which the log marks and
+the replay skips from where it began), and a cursor moves the log's records
+into its queue, a window at a time, as its consumers make room: every live
+message is in the log already, so the cursor reaches it. When the cursor
+reaches the log's end, in the same step the channel takes live messages
+again, so nothing falls between the two.
 
 Rewinding drops whatever the channel held (queued, deferred and in flight,
 as ``/channel/empty`` does), so nothing is delivered twice from it. The
@@ -22,7 +32,7 @@ import time
 from typing import Final
 
 from ..atomicfile import write_atomically
-from ..protocol.logchunk import CorruptChunk
+from ..protocol.logchunk import DEFERRED, CorruptChunk
 from .message import Message
 
 WINDOW: Final = 10_000  # records queued in the channel ahead of its consumers
@@ -40,9 +50,11 @@ def cursor_path(channel) -> str:
 class Replay:
     """The cursor of one channel catching up with its topic's log."""
 
-    def __init__(self, channel, offset: int):
+    def __init__(self, channel, offset: int, live_from: int):
         self.channel = channel
         self.offset = offset  # the next record to queue
+        # deferred publishes from here on reached the channel live: the replay skips them
+        self.live_from = live_from
         self.log = channel.topic.nsqd.log
         self.path = cursor_path(channel)
         self._handle = None
@@ -56,8 +68,14 @@ class Replay:
         if channel.replay is not None:
             channel.replay.cancel()
         channel.empty()
-        replay = channel.replay = cls(channel, offset)
+        replay = channel.replay = cls(channel, offset, channel.topic.topic_log.latest)
         return replay
+
+    @classmethod
+    def overflow(cls, channel, offset: int) -> None:
+        """``channel``'s memory is full: it reads from ``offset`` on from the
+        log, keeping what it holds."""
+        channel.replay = cls(channel, offset, offset)
 
     @classmethod
     def resume(cls, channel) -> None:
@@ -66,13 +84,18 @@ class Replay:
             return
         try:
             with open(cursor_path(channel), "rb") as f:
-                offset = int(f.read().strip() or b"0")
+                offset, live_from = (int(field) for field in f.read().split())
         except FileNotFoundError:
             return
         except (OSError, ValueError) as error:
             channel.topic.nsqd.log.error("CHANNEL(%s): cannot read its replay cursor: %s", channel.name, error)
             return
-        channel.replay = cls(channel, offset)
+        channel.replay = cls(channel, offset, live_from)
+
+    def backlog(self) -> int:
+        """Records of the log the channel has yet to queue."""
+        topic_log = self.channel.topic.topic_log
+        return 0 if topic_log is None else max(topic_log.latest - self.offset, 0)
 
     # --- moving records ----------------------------------------------------------------
 
@@ -86,7 +109,9 @@ class Replay:
         topic_log = channel.topic.topic_log
         if channel.replay is not self or topic_log is None:
             return
-        room = WINDOW - len(channel.queue)
+        queue = channel.queue
+        # into memory while the channel keeps one (the log is its disk), else its disk queue
+        room = min(queue.capacity - queue.memory_depth if queue.capacity else WINDOW - len(queue), WINDOW)
         if room > 0:
             try:
                 self._move(topic_log, room)
@@ -109,8 +134,9 @@ class Replay:
                              self.channel.topic.name, self.channel.name, self.offset, earliest - 1)
             self.offset = earliest
         chunks, next_offset = topic_log.records(self.offset, self.offset + room, WINDOW_BYTES)
+        live_from = self.live_from
         messages = [Message(message_id, body, timestamp)
-                    for chunk in chunks
+                    for chunk in chunks if not (chunk.flags & DEFERRED and chunk.first_offset >= live_from)
                     for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps)]
         if messages:
             self.channel.put_replayed(messages)
@@ -128,7 +154,7 @@ class Replay:
 
     def _save(self) -> None:
         try:
-            write_atomically(self.path, b"%d\n" % self.offset)
+            write_atomically(self.path, b"%d %d\n" % (self.offset, self.live_from))
             self._saved_at = time.monotonic()
         except OSError as error:
             self.log.error("CHANNEL(%s): cannot write its replay cursor: %s", self.channel.name, error)

@@ -112,12 +112,11 @@ def log_extent(topic_log) -> dict:
     }
 
 
-def channel_log_position(channel, topic_log) -> dict:
+def channel_log_position(channel) -> dict:
     """How far behind the log's end a channel of a retained topic is: what
-    it has queued, plus what its replay has not reached yet."""
+    it has queued, plus what its replay has not reached yet (its depth)."""
     replay = channel.replay
-    behind = channel.depth + (0 if replay is None else topic_log.latest - replay.offset)
-    return {"log_lag": behind, "replay_offset": None if replay is None else replay.offset}
+    return {"log_lag": channel.depth, "replay_offset": None if replay is None else replay.offset}
 
 
 # --- the logs of a running nsqd ----------------------------------------------------

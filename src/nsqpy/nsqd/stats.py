@@ -122,8 +122,7 @@ def _channel_json(channel, include_clients: bool, quantiles: list[float]) -> str
 
 def _log_position_json(channel) -> str:
     """Beyond NSQ, for a retained topic's channel only (retention.py)."""
-    topic_log = channel.topic.topic_log
-    return "" if topic_log is None else "," + _compact(channel_log_position(channel, topic_log))[1:-1]
+    return "" if channel.topic.topic_log is None else "," + _compact(channel_log_position(channel))[1:-1]
 
 
 def _topic_json(topic, channel_filter: str | None, include_clients: bool, quantiles: list[float]) -> str:

@@ -74,11 +74,13 @@ class Topic:
             ids = self.guid.new_ids(len(bodies))
         topic_log = self.topic_log
         if topic_log is not None:
-            first = topic_log.append(ids, bodies, timestamp)
+            first = topic_log.append(ids, bodies, timestamp, defer > 0)
             if self._backlog_in_log():
                 topic_log.mark_backlog(first)
                 self._counted(bodies)
                 return
+            if not defer:
+                self._overflow_to_log(first, len(bodies))
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
         replication = self.nsqd.replication
         if replication is not None:
@@ -103,6 +105,15 @@ class Topic:
         """A retained topic with no channel: its log holds the backlog."""
         return self.started and not self.channels and not len(self.queue)
 
+    def _overflow_to_log(self, first: int, count: int) -> None:
+        """A retained topic's channel whose memory is full does not write
+        these messages to its own disk queue: the log holds them already, and
+        the channel reads them back from it as its memory frees (replay.py)."""
+        if self._to_channels_now():
+            for channel in self.channels.values():
+                if channel.spills(count):
+                    Replay.overflow(channel, first)
+
     def publish_mpub(self, body: bytes, count: int, timestamp: int) -> None:
         """An MPUB's validated body (``commands.check_mpub_body``), queued as
         it is (batch.py). Raises as ``publish`` does."""
@@ -116,6 +127,7 @@ class Topic:
                 self.message_count += count
                 self.message_bytes += len(body) - 4 * (count + 1)
                 return
+            self._overflow_to_log(first, count)
         replication = self.nsqd.replication
         if replication is not None:
             replication.published_mpub(self.name, timestamp, batch.ids.copy().take(count), body,
@@ -155,7 +167,7 @@ class Topic:
             self.limit.check(len(self.queue), incoming)
         for channel in self.channels.values():
             if channel.limit.rejects:
-                channel.limit.check(len(channel.queue), incoming)
+                channel.limit.check(channel.depth, incoming)
 
     def _fan_out(self, message: Message) -> None:
         defer = message.defer

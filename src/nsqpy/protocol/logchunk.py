@@ -11,7 +11,7 @@ A chunk holds consecutive offsets, little-endian, every part 8-byte aligned::
     16  u32  count (records)
     20  u32  body bytes
     24  u32  CRC-32 (zlib's) of bytes 32 .. chunk size
-    28  u32  flags (0)
+    28  u32  flags: DEFERRED (1) when its records were published deferred (DPUB)
     32  i64  timestamps[count]      acceptance time, Unix nanoseconds
         16s  ids[count]             NSQ message ids (16 hex characters)
         i32  body_offsets[count+1]  body i is bodies[body_offsets[i]:body_offsets[i+1]];
@@ -35,6 +35,7 @@ HEADER: Final = struct.Struct("<4sIQIIII")
 HEADER_SIZE: Final = HEADER.size  # 32
 ID_SIZE: Final = 16
 MAX_CHUNK_SIZE: Final = 1 << 31  # body offsets are int32
+DEFERRED: Final = 1  # flags: a deferred publish's record, alone in its chunk
 
 
 class CorruptChunk(ValueError):
@@ -47,6 +48,7 @@ class ChunkHeader(NamedTuple):
     count: int
     body_size: int
     crc: int
+    flags: int
 
     @property
     def end_offset(self) -> int:
@@ -84,7 +86,8 @@ def layout(count: int, body_size: int) -> tuple[int, int, int, int]:
     return ids_at, offsets_at, bodies_at, end + _pad(end)
 
 
-def encode(first_offset: int, timestamps: array, ids: list[bytes], body_offsets: array, bodies: list) -> bytes:
+def encode(first_offset: int, timestamps: array, ids: list[bytes], body_offsets: array, bodies: list,
+           flags: int = 0) -> bytes:
     """One chunk: ``timestamps`` an ``array('q')``, ``body_offsets`` an
     ``array('i')`` of ``count + 1`` ends starting at 0, ``bodies`` the
     bodies (bytes-like) in order."""
@@ -98,17 +101,17 @@ def encode(first_offset: int, timestamps: array, ids: list[bytes], body_offsets:
         _little_endian(timestamps), *ids, _little_endian(body_offsets), bytes(bodies_at - offsets_end), *bodies,
         bytes(_pad(bodies_at + body_size)),
     ])
-    return HEADER.pack(MAGIC, size, first_offset, count, body_size, zlib.crc32(payload), 0) + payload
+    return HEADER.pack(MAGIC, size, first_offset, count, body_size, zlib.crc32(payload), flags) + payload
 
 
 def read_header(data, pos: int = 0) -> ChunkHeader:
     """The header at ``pos``; ``CorruptChunk`` unless it looks like one."""
     if len(data) - pos < HEADER_SIZE:
         raise CorruptChunk(f"{len(data) - pos} bytes at {pos} is less than a chunk header")
-    magic, size, first_offset, count, body_size, crc, _ = HEADER.unpack_from(data, pos)
+    magic, size, first_offset, count, body_size, crc, flags = HEADER.unpack_from(data, pos)
     if magic != MAGIC or not count or size % 8 or layout(count, body_size)[3] != size:
         raise CorruptChunk(f"no chunk header at {pos}")
-    return ChunkHeader(size, first_offset, count, body_size, crc)
+    return ChunkHeader(size, first_offset, count, body_size, crc, flags)
 
 
 def check(data, pos: int, header: ChunkHeader) -> None:
@@ -128,6 +131,7 @@ class Records(NamedTuple):
     timestamps: list[int]
     ids: list[bytes]
     bodies: list[bytes]
+    flags: int
 
 
 def decode(data, pos: int = 0) -> Records:
@@ -143,7 +147,7 @@ def decode(data, pos: int = 0) -> Records:
     start = pos + bodies_at
     bodies = [bytes(view[start + ends[i]:start + ends[i + 1]]) for i in range(count)]
     ids = [raw_ids[i:i + ID_SIZE] for i in range(0, ID_SIZE * count, ID_SIZE)]
-    return Records(header.first_offset, timestamps, ids, bodies)
+    return Records(header.first_offset, timestamps, ids, bodies, header.flags)
 
 
 def trimmed(data, pos: int, low: int, high: int) -> bytes:
@@ -154,7 +158,7 @@ def trimmed(data, pos: int, low: int, high: int) -> bytes:
     last = min(high - records.first_offset, len(records.ids))
     bodies = records.bodies[first:last]
     return encode(records.first_offset + first, array("q", records.timestamps[first:last]),
-                  records.ids[first:last], body_offsets_of(bodies), bodies)
+                  records.ids[first:last], body_offsets_of(bodies), bodies, records.flags)
 
 
 def body_offsets_of(bodies: list) -> array:

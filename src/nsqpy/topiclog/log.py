@@ -33,7 +33,7 @@ from typing import Callable, Final, NamedTuple
 
 from ..atomicfile import write_atomically
 from ..protocol import logchunk
-from ..protocol.logchunk import HEADER_SIZE, Records
+from ..protocol.logchunk import DEFERRED, HEADER_SIZE, Records
 from .pending import Pending
 from .segment import SEGMENT_SUFFIX, Segment
 
@@ -121,13 +121,36 @@ class TopicLog:
 
     # --- writing --------------------------------------------------------------------
 
-    def append(self, ids: list[bytes], bodies: list[bytes], timestamp: int) -> int:
+    def append(self, ids: list[bytes], bodies: list[bytes], timestamp: int, deferred: bool = False) -> int:
         """Records for one publish; -> the first one's offset. Raises
         ``OSError`` when the write it waits for fails (nothing of this
-        publish is then in the log)."""
+        publish is then in the log). A ``deferred`` publish (DPUB) is
+        written at once in a chunk of its own, marked ``DEFERRED``: a
+        channel that replays the log skips what it received live."""
+        if deferred:
+            return self._append_alone(ids, bodies, timestamp)
         first = self._next_offset
         self._pending.add(ids, bodies, timestamp)
         self._added(len(ids))
+        return first
+
+    def _append_alone(self, ids: list[bytes], bodies: list[bytes], timestamp: int) -> int:
+        self.flush()  # what waits goes first, in its own chunk
+        pending = self._pending
+        first = self._next_offset
+        pending.add(ids, bodies, timestamp)
+        pending.flags = DEFERRED
+        self._next_offset += len(ids)
+        self._unsynced += len(ids)
+        try:
+            self.flush()
+        except OSError:
+            pending.drop_last(len(ids))
+            pending.flags = 0
+            self._next_offset = first
+            raise
+        if self._unsynced >= self.sync_every:
+            self.sync()
         return first
 
     def append_mpub(self, payload: bytes, count: int, timestamp: int, ids: list[bytes]) -> int:

@@ -14,9 +14,10 @@ from ..protocol.commands import int32_at
 
 
 class Pending:
-    __slots__ = ("ids", "timestamps", "ends", "bodies")
+    __slots__ = ("ids", "timestamps", "ends", "bodies", "flags")
 
     def __init__(self) -> None:
+        self.flags = 0  # the chunk's (logchunk.DEFERRED: a deferred publish alone)
         self.ids: list[bytes] = []
         self.timestamps: list[int] = []
         self.ends: list[int] = [0]  # running ends of the bodies, from 0
@@ -63,4 +64,4 @@ class Pending:
 
     def chunk(self, first_offset: int) -> bytes:
         return logchunk.encode(first_offset, array("q", self.timestamps), self.ids, array("i", self.ends),
-                               self.bodies)
+                               self.bodies, self.flags)
