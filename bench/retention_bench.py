@@ -7,7 +7,7 @@ less so their ratios):
 * publish: bench_writer's PUB and MPUB 200 into a topic with an offline
   channel, retained (--retention=1h) against plain, in memory mode and in
   durable mode (--mem-queue-size=0 --sync-every=1).
-* fanout: 20,000 messages published into a topic with 1, 10 and 50
+* fanout: 100,000 messages published into a topic with 1, 10 and 50
   channels, then every channel drained by bench_reader: in and out rates and
   nsqd CPU per delivery, retained against plain.
 * read: 500,000 x 200 B read from the log with GET /topic/read (16 MiB per
@@ -106,7 +106,7 @@ def publish(args) -> None:
 
 
 def fanout(args) -> None:
-    count = 20_000
+    count = 100_000
     rows = []
     for channels in (1, 10, 50):
         for label, extra in (("plain", ()), ("retained", RETAINED)):
@@ -129,7 +129,7 @@ def fanout(args) -> None:
                 rows.append(f"| {channels} | {label} | {in_rate:,.0f} | {in_cpu:.2f} | {delivered / seconds:,.0f} | "
                             f"{out_cpu:.2f} |")
                 print(rows[-1], flush=True)
-    table("Fan-out (20,000 messages)", "| channels | topic | in msgs/s | in CPU µs/msg | out deliveries/s | "
+    table("Fan-out (100,000 messages)", "| channels | topic | in msgs/s | in CPU µs/msg | out deliveries/s | "
           "out CPU µs/delivery |", rows)
 
 

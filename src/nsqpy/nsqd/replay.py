@@ -29,7 +29,7 @@ second's records: at least once).
 
 import os
 import time
-from typing import Final
+from typing import Any, Final
 
 from ..atomicfile import write_atomically
 from ..protocol.logchunk import DEFERRED, CorruptChunk
@@ -57,7 +57,7 @@ class Replay:
         self.live_from = live_from
         self.log = channel.topic.nsqd.log
         self.path = cursor_path(channel)
-        self._handle = None
+        self._handle: Any = None  # the loop's handle of the next step
         self._saved_at = 0.0
         self._save()
         self._schedule(0)

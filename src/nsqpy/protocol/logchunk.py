@@ -45,7 +45,7 @@ class CorruptChunk(ValueError):
 class ChunkHeader(NamedTuple):
     size: int
     first_offset: int
-    count: int
+    records: int  # how many (``count`` is a tuple method)
     body_size: int
     crc: int
     flags: int
@@ -53,7 +53,7 @@ class ChunkHeader(NamedTuple):
     @property
     def end_offset(self) -> int:
         """The offset after this chunk's last record."""
-        return self.first_offset + self.count
+        return self.first_offset + self.records
 
 
 def numbers(typecode: str, data) -> array:
@@ -134,23 +134,22 @@ class Records(NamedTuple):
     flags: int
 
 
-def decode(data, pos: int = 0) -> Records:
-    """The checked chunk at ``pos``."""
+def decode(data: bytes, pos: int = 0) -> Records:
+    """The checked chunk at ``pos`` (nsqd's replay decodes every record it
+    moves into a channel: this is compiled, setup.py)."""
     header = read_header(data, pos)
     check(data, pos, header)
-    count = header.count
+    count = header.records
     ids_at, offsets_at, bodies_at, _ = layout(count, header.body_size)
-    view = memoryview(data)
-    timestamps = numbers("q", view[pos + HEADER_SIZE:pos + ids_at]).tolist()
-    raw_ids = bytes(view[pos + ids_at:pos + offsets_at])
-    ends = numbers("i", view[pos + offsets_at:pos + offsets_at + 4 * (count + 1)]).tolist()
+    timestamps = numbers("q", data[pos + HEADER_SIZE:pos + ids_at]).tolist()
+    ends = numbers("i", data[pos + offsets_at:pos + offsets_at + 4 * (count + 1)]).tolist()
+    ids = [data[at:at + ID_SIZE] for at in range(pos + ids_at, pos + offsets_at, ID_SIZE)]
     start = pos + bodies_at
-    bodies = [bytes(view[start + ends[i]:start + ends[i + 1]]) for i in range(count)]
-    ids = [raw_ids[i:i + ID_SIZE] for i in range(0, ID_SIZE * count, ID_SIZE)]
+    bodies = [data[start + ends[i]:start + ends[i + 1]] for i in range(count)]
     return Records(header.first_offset, timestamps, ids, bodies, header.flags)
 
 
-def trimmed(data, pos: int, low: int, high: int) -> bytes:
+def trimmed(data: bytes, pos: int, low: int, high: int) -> bytes:
     """The chunk at ``pos`` cut to offsets [``low``, ``high``), re-encoded
     (a read range that starts or ends inside a chunk)."""
     records = decode(data, pos)

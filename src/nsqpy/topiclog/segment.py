@@ -94,7 +94,7 @@ class Segment:
         start = self.index_positions[entry - 1] if entry > 0 else 0
         position, header = self._walk(fd, start, lambda header: True)
         while True:
-            timestamps = logchunk.numbers("q", os.pread(fd, 8 * header.count, position + HEADER_SIZE))
+            timestamps = logchunk.numbers("q", os.pread(fd, 8 * header.records, position + HEADER_SIZE))
             for i, stamp in enumerate(timestamps):
                 if stamp >= ts:
                     return header.first_offset + i
@@ -148,7 +148,7 @@ class Segment:
                             break  # the next block starts with it
                         block = os.pread(fd, header.size, position)  # one chunk bigger than a block
                     logchunk.check(block, pos, header)
-                    timestamps = logchunk.numbers("q", memoryview(block)[pos + HEADER_SIZE:pos + HEADER_SIZE + 8 * header.count])
+                    timestamps = logchunk.numbers("q", memoryview(block)[pos + HEADER_SIZE:pos + HEADER_SIZE + 8 * header.records])
                     self.added(header, timestamps[0], max(timestamps))
                     pos += header.size
             except CorruptChunk as error:
