@@ -70,6 +70,22 @@ def test_the_rate_is_the_runs_not_the_last_intervals():
     status = StatusLine({"topic": "t", "channel": "c"}, clock=lambda: now[0])
     now[0] = 10.0
     first = status.render(types.SimpleNamespace(recentProgress=[report(0, 0, 600), report(1, 600, 1000)]))
-    assert first.startswith("batches 2, rows 1000 (100/s), lag ")
-    now[0] = 20.0  # nothing more: the run's rate halves, it does not drop to 0/s
-    assert status.render(types.SimpleNamespace(recentProgress=[])).startswith("batches 2, rows 1000 (50/s)")
+    assert first.startswith("batches 2, rows 1000 (100/s, last 100/s), lag ")
+    now[0] = 20.0  # nothing more: the run's rate halves, the last interval's is 0
+    assert status.render(types.SimpleNamespace(recentProgress=[])).startswith("batches 2, rows 1000 (50/s, last 0/s)")
+
+
+def test_a_terminal_gets_a_progress_bar_with_what_is_left_and_a_running_batch():
+    now = [0.0]
+    status = StatusLine({"topic": "t", "channel": "c"}, clock=lambda: now[0], reader="log")
+    running = {"isTriggerActive": True, "isDataAvailable": True}
+    query = types.SimpleNamespace(recentProgress=[], lastProgress=None, status=running)
+    assert status.bar(query) == "0 rows, 0/s, lag unknown (no batch yet), a batch running for 0s"
+    now[0] = 30.0
+    assert status.render(query).endswith("a batch running for 30s")
+    report = {"batchId": 0, "numInputRows": 300_000, "sources": [{
+        "startOffset": None, "endOffset": '{"offsets": {"n:4150": 300000}, "skipped": 0}',
+        "latestOffset": '{"offsets": {"n:4150": 500000}}'}]}
+    now[0] = 40.0
+    done = types.SimpleNamespace(recentProgress=[report], lastProgress=report, status={"isTriggerActive": False})
+    assert status.bar(done, width=10) == "[######....]  60% 300,000 of 500,000 rows, 30,000/s, 7s left"

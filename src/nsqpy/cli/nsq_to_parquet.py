@@ -40,6 +40,7 @@ DEFAULT_TRIGGER = "1 second"
 DEFAULT_MAX_MESSAGES_PER_BATCH = 100000
 EXIT_HELD_ELSEWHERE = 3  # --available-now: messages in flight to other consumers were not archived
 _END_POLL = 0.1  # seconds between looks at whether the query has ended
+_BAR_EVERY = 0.5  # seconds between redraws of the progress bar on a terminal
 
 # what Spark's processingTime accepts: "10 seconds", "500 milliseconds", "1 minute 30 seconds"
 _INTERVAL = re.compile(r"^(?:interval\s+)?(?:\d+(?:\.\d+)?\s*(?:week|day|hour|minute|min|second|sec|millisecond|"
@@ -181,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     logging.getLogger().addFilter(_NoInterruptTracebacks())
     quiet = QuietStderr()
+    args.terminal = quiet.terminal()
     try:
         return archive(args)
     finally:
@@ -214,14 +216,21 @@ def archive(args) -> int:
     print(f"nsq_to_parquet: archiving {what_is_read(args)} to {args.output_dir} (master {args.master})"
           f"{'' if args.available_now else '; Ctrl-C stops'}", flush=True)
     status = StatusLine(options, reader=args.chosen_reader)
+    terminal = args.terminal  # a progress bar there, redrawn in place; plain lines otherwise
+    every = min(args.status_every, _BAR_EVERY) if terminal else args.status_every
     try:
-        next_line = time.monotonic() + args.status_every
+        next_line = time.monotonic() + every
         while query.isActive and not stop.is_set():
             # in short steps: a run that ends (availableNow) exits at once, not at the next line
             stop.wait(min(_END_POLL, max(0.0, next_line - time.monotonic())))
             if query.isActive and time.monotonic() >= next_line:
-                print(status.render(query), flush=True)
-                next_line += args.status_every
+                if terminal:
+                    print(f"\r{status.bar(query)}\x1b[K", end="", file=terminal, flush=True)
+                else:
+                    print(status.render(query), flush=True)
+                next_line += every
+        if terminal:
+            print(file=terminal, flush=True)
         if stop.is_set() and query.isActive:
             print("nsq_to_parquet: stopping after the batch in progress", flush=True)
             drained = stop_gracefully(query, drain_file(args.checkpoint_dir))

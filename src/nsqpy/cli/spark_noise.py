@@ -49,6 +49,14 @@ class QuietStderr:
                     except OSError:  # the terminal is gone: keep draining, or writers would block
                         pass
 
+    def terminal(self):
+        """The real standard error as a text stream when it is a terminal
+        (for a progress bar drawn in place, which a filter line by line
+        would hold back), else None."""
+        if not os.isatty(self._terminal):
+            return None
+        return open(self._terminal, "w", closefd=False)
+
     def restore(self) -> None:
         """Standard error is the terminal again; what the pipe still holds
         is passed on (the JVM, gone by now, held its other end)."""
