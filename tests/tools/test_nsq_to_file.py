@@ -148,8 +148,7 @@ def test_sighup_closes_the_file_and_the_next_message_opens_another(nsqd, topic, 
     publish(nsqd, topic, [b"before"])
     all_finished(nsqd, topic, 1)
     tool.signal(signal.SIGHUP)
-    eventually(lambda: b"-000000" in tool.stderr and tool.stderr.count(b"syncing") >= 1 and
-               len(os.listdir(out)) == 1)
+    eventually(lambda: b"-000000" in tool.stderr and b" closed " in tool.stderr and len(os.listdir(out)) == 1)
     time.sleep(0.3)
     publish(nsqd, topic, [b"after"])
     all_finished(nsqd, topic, 2)

@@ -161,6 +161,7 @@ class ArchiveFile:
         finally:
             os.close(self._fd)
             self._fd = None
+        self.log.info("%s closed %s", self.label, self.path)
         if self.settings.work_dir != self.settings.output_dir:
             self._move_to_output()
 

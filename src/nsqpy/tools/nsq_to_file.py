@@ -16,6 +16,7 @@ collects messages and answers them.
 import asyncio
 import concurrent.futures
 import dataclasses
+import logging
 import os
 import re
 import signal
@@ -178,8 +179,9 @@ class TopicArchiver:
             start = end
         if synced is None:
             return
-        if synced:
-            self.log.info("%s syncing %d records to disk", self.label, synced)
+        if synced:  # every sync of a steady flow would be a line; a file closed is worth one
+            self.log.log(logging.INFO if close else logging.DEBUG, "%s syncing %d records to disk", self.label,
+                         synced)
         file.sync()
         if close:
             file.close()
