@@ -174,3 +174,21 @@ def test_a_stop_under_full_flow_loses_no_fin(nsqd, topic):
     finished, rest = run(main(), timeout=180)
     assert not set(finished) & set(rest)  # nothing FINished was delivered again
     assert len(set(finished) | set(rest)) == 20_000
+
+
+def test_a_refused_publish_is_raised_and_not_logged_too(start_nsqd, topic, caplog):
+    nsqd = start_nsqd("--max-msg-size=10")
+
+    async def main():
+        producer = Producer(nsqd.tcp_address)
+        try:
+            await producer.publish(topic, b"fits")
+            with pytest.raises(ProtocolError) as refused:
+                await producer.publish(topic, b"x" * 100)
+            assert refused.value.code == "E_BAD_MESSAGE"
+        finally:
+            await producer.close()
+
+    with caplog.at_level(logging.WARNING, logger="nsqpy.client"):
+        run(main())
+    assert not [record for record in caplog.records if "E_BAD_MESSAGE" in record.getMessage()]  # one report: the raise

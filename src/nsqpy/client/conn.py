@@ -328,11 +328,11 @@ class Connection(asyncio.Protocol):
                     else:
                         log.warning("%s: %s", self.address, error)
                     continue
-                log.error("%s: %s", self.address, error)
-                if self._pending:
-                    future = self._pending.popleft()
-                    if not future.done():
-                        future.set_exception(error)
+                waiting = self._pending.popleft() if self._pending else None
+                if waiting is not None and not waiting.done():
+                    waiting.set_exception(error)  # the caller hears of it: raised, not logged too
+                else:
+                    log.error("%s: %s", self.address, error)
                 self.close()
         if messages and self.on_messages is not None:
             self.on_messages(self, messages)
