@@ -533,7 +533,9 @@ class Channel:
         for client in list(self.clients):
             client.close()
         self.deferred.clear()
-        if self.replay is not None:
+        if self.replay is not None and self.ephemeral:  # not made again at start: nothing to resume
+            self.replay.stop()
+        elif self.replay is not None:
             self.replay.save()
         try:
             return self.queue.persist(leftovers) + kept

@@ -109,13 +109,21 @@ class Replay:
         topic_log = channel.topic.topic_log
         if channel.replay is not self or topic_log is None:
             return
+        if channel.topic.paused:  # what a paused topic takes waits in its queue for the unpause, as NSQ's does
+            self._schedule(TICK)
+            return
         queue = channel.queue
         # into memory while the channel keeps one (the log is its disk), else its disk queue
         room = min(queue.capacity - queue.memory_depth if queue.capacity else WINDOW - len(queue), WINDOW)
         if room > 0:
             try:
                 self._move(topic_log, room)
-            except (OSError, CorruptChunk) as error:
+            except CorruptChunk as error:  # a bad disk: the rest of that segment is lost, the replay goes on
+                skipped_to = topic_log.segment_end(self.offset)
+                self.log.error("TOPIC(%s): CHANNEL(%s): replay skips offsets %d to %d: %s", channel.topic.name,
+                               channel.name, self.offset, skipped_to - 1, error)
+                self.offset = skipped_to
+            except OSError as error:
                 self.log.error("TOPIC(%s): CHANNEL(%s): replay at offset %d failed: %s", channel.topic.name,
                                channel.name, self.offset, error)
                 self._schedule(RETRY)
@@ -128,7 +136,12 @@ class Replay:
         self._schedule(0 if room > 0 else TICK)
 
     def _move(self, topic_log, room: int) -> None:
-        earliest = topic_log.earliest
+        earliest, latest = topic_log.earliest, topic_log.latest
+        if self.offset > latest:  # a cursor past the log's end (its tail cut after a crash): the end
+            self.log.warning("TOPIC(%s): CHANNEL(%s): replay cursor %d is past the log's end %d; continuing "
+                             "from the end", self.channel.topic.name, self.channel.name, self.offset, latest)
+            self.offset = latest
+            return
         if self.offset < earliest:
             self.log.warning("TOPIC(%s): CHANNEL(%s): replay skips offsets %d to %d, removed by retention",
                              self.channel.topic.name, self.channel.name, self.offset, earliest - 1)
@@ -153,8 +166,9 @@ class Replay:
     # --- the cursor on disk --------------------------------------------------------------
 
     def _save(self) -> None:
-        try:
-            write_atomically(self.path, b"%d %d\n" % (self.offset, self.live_from))
+        try:  # fsynced in durable mode; otherwise written, which kill -9 does not undo
+            write_atomically(self.path, b"%d %d\n" % (self.offset, self.live_from),
+                             durable=self.channel.topic.nsqd.options.sync_every == 1)
             self._saved_at = time.monotonic()
         except OSError as error:
             self.log.error("CHANNEL(%s): cannot write its replay cursor: %s", self.channel.name, error)

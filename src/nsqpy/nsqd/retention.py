@@ -159,7 +159,7 @@ async def retention_loop(nsqd) -> None:
             if topic_log is None:
                 continue
             try:
-                removed = topic_log.retain(now, topic.retention, topic.retention_bytes)
+                removed = topic_log.retain(now, topic.retention, topic.retention_bytes, topic.log_owed_from())
             except OSError as error:
                 nsqd.log.error("LOG(%s): retention failed: %s", topic_log.name, error)
                 continue

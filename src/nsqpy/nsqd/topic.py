@@ -241,6 +241,15 @@ class Topic:
     def retained(self) -> bool:
         return not self.ephemeral and bool(self.retention or self.retention_bytes)
 
+    def log_owed_from(self) -> int | None:
+        """The first offset a channel has yet to receive from the log (a
+        replay's cursor): retention keeps it, as NSQ keeps a channel's
+        backlog. None: nothing is owed. (The backlog kept for a first
+        channel that does not exist yet is owed to nobody: retention applies,
+        or a topic read only by offset would keep everything.)"""
+        owed = [channel.replay.offset for channel in self.channels.values() if channel.replay is not None]
+        return min(owed) if owed else None
+
     def configure_retention(self, seconds: float | None, max_bytes: int | None) -> None:
         """Set either or both (None keeps the current setting). A topic that
         becomes retained starts its log; one that stops being retained
@@ -276,9 +285,10 @@ class Topic:
                                                self.nsqd.options.full_policy),
                               timed=self.nsqd.timed_channels, replication=self.nsqd.replication)
             self.channels[name] = channel
-            backlog = None if self.topic_log is None else self.topic_log.take_backlog()
-            if backlog is not None:  # the first channel takes the backlog, as NSQ's does
-                Replay.start(channel, backlog)
+            topic_log = self.topic_log
+            if topic_log is not None and topic_log.backlog_from is not None:  # the first channel takes the backlog
+                Replay.start(channel, topic_log.backlog_from)  # its cursor on disk first, then the marker goes
+                topic_log.take_backlog()
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()
         return channel

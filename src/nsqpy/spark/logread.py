@@ -13,7 +13,6 @@ import json
 import logging
 import time
 import urllib.parse
-import zlib
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 
 from ..protocol.dedupkey import split_key
-from ..protocol.logchunk import HEADER, HEADER_SIZE, ID_SIZE, MAGIC, layout
+from ..protocol.logchunk import HEADER_SIZE, ID_SIZE, CorruptChunk, check, layout, read_header
 from .chunks import repeated
 from .source import source_schema
 
@@ -108,6 +107,9 @@ class RangeReader:
             offset = start
             while offset < end:
                 data, first, following = self._read(connection, offset, end)
+                if following <= offset:
+                    raise OSError(f"nsq log reader: nsqd {self.node} ends topic {self.topic}'s log before offset "
+                                  f"{offset} (its log was deleted or cut since the batch was planned)")
                 if first > offset:
                     self._lost(offset, first)
                 if data:
@@ -158,10 +160,13 @@ class RangeReader:
         ids, bodies, timestamps, firsts, counts = [], [], [], [], []
         pos = 0
         while pos < len(data):
-            magic, size, first, count, body_size, crc, _ = HEADER.unpack_from(data, pos)
-            if magic != MAGIC or zlib.crc32(memoryview(data)[pos + HEADER_SIZE:pos + size]) != crc:
-                raise OSError(f"nsq log reader: a corrupt chunk from nsqd {self.node} (topic {self.topic}, "
-                              f"offset {first})")
+            try:
+                header = read_header(data, pos)
+                check(data, pos, header)
+            except CorruptChunk as error:
+                raise OSError(f"nsq log reader: a corrupt chunk from nsqd {self.node} (topic {self.topic}): "
+                              f"{error}") from None
+            size, first, count, body_size = header.size, header.first_offset, header.records, header.body_size
             ids_at, offsets_at, bodies_at, _ = layout(count, body_size)
             timestamps.append(pa.Array.from_buffers(pa.int64(), count, [None, buffer.slice(pos + HEADER_SIZE,
                                                                                             8 * count)]))

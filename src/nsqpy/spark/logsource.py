@@ -191,9 +191,14 @@ class NSQLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ends[node] = extent["earliest_offset"]
                 continue
             position, earliest = positions[node], extent["earliest_offset"]
-            if position < earliest:
+            if position < earliest:  # counted once: the cap below starts from the earliest
                 skipped += self._lost(node, position, earliest)
+                positions[node] = position = earliest
             stop = extent["latest_offset"]
+            if stop < position:  # offsets the query read exist no more (a log deleted, or cut after a crash)
+                raise LogGone(f"nsqd {node} now ends topic {self.options.topic}'s log at offset {stop}, before "
+                              f"offset {position} the query has read to: its log was deleted or cut; start a new "
+                              f"checkpoint to read it again")
             if self._target is not None:
                 stop = min(stop, self._target.get(node, position))
             ends[node] = max(stop, position)

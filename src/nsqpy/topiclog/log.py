@@ -172,7 +172,12 @@ class TopicLog:
                 self._next_offset -= count
                 raise
         elif len(pending) >= CHUNK_RECORDS or pending.body_bytes >= CHUNK_BYTES:
-            self.flush()
+            try:
+                self.flush()
+            except OSError:
+                pending.drop_last(count)  # refused: nothing of this publish stays to be written later
+                self._next_offset -= count
+                raise
         elif len(pending) == count and self.on_pending is not None:
             self.on_pending(self)
         if self._unsynced >= self.sync_every:
@@ -246,25 +251,41 @@ class TopicLog:
 
     # --- retention ---------------------------------------------------------------------
 
-    def retain(self, now_ns: int, seconds: float, max_bytes: int) -> int:
+    def retain(self, now_ns: int, seconds: float, max_bytes: int, keep_from: int | None = None) -> int:
         """Remove the oldest segments wholly older than ``seconds`` (0: no
         limit by age) or beyond ``max_bytes`` (0: none); -> how many. The
         last segment is sealed first when all of it has aged out, so an idle
-        topic's records go too; it is never removed for its size."""
+        topic's records go too; it is never removed for its size. No segment
+        holding ``keep_from`` or later goes (what a channel has yet to
+        receive: the owner's ``keep_from``)."""
         removed = 0
+
+        def removable(segment: Segment) -> bool:
+            return len(self.segments) > 1 and (keep_from is None or segment.end_offset <= keep_from)
+
         if seconds:
             cutoff = now_ns - int(seconds * 1e9)
             active = self.segments[-1]
-            if active.count and active.max_ts < cutoff and not len(self._pending):
+            if active.count and active.max_ts < cutoff and not len(self._pending) and (
+                    keep_from is None or keep_from >= self._next_offset):
                 self._roll(self._next_offset)
-            while len(self.segments) > 1 and self.segments[0].max_ts < cutoff:
+            while removable(self.segments[0]) and self.segments[0].max_ts < cutoff:
                 self._remove_oldest()
                 removed += 1
         if max_bytes:
-            while len(self.segments) > 1 and self.bytes > max_bytes:
+            while removable(self.segments[0]) and self.bytes > max_bytes:
                 self._remove_oldest()
                 removed += 1
         return removed
+
+    def segment_end(self, offset: int) -> int:
+        """Where the segment holding ``offset`` ends (a reader skips a
+        corrupt one so)."""
+        for segment in self.segments:
+            if segment.base <= offset < max(segment.end_offset, segment.base + 1):
+                following = [later.base for later in self.segments if later.base > offset]
+                return following[0] if following else self._next_offset
+        return self._next_offset
 
     def _remove_oldest(self) -> None:
         segment = self.segments.pop(0)
