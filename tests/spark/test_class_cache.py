@@ -39,9 +39,13 @@ def test_an_archive_is_made_in_the_background_then_mapped_by_the_next_session(tm
         assert classcache.driver_java_options() == ""  # none yet: a builder starts, the session starts as before
         assert os.path.exists(path + ".lock")
         assert classcache.driver_java_options() == ""  # one builder at a time
-        builders = [line for line in subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True).stdout
-                    .splitlines() if line.endswith(f"nsqpy.spark.classcache {path}")]
-        assert len(builders) == 1, builders
+        def builders() -> list[str]:
+            listed = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True).stdout
+            return [line for line in listed.splitlines() if line.endswith(f"nsqpy.spark.classcache {path}")]
+
+        # a busy machine may list the detached builder a moment after its start returned
+        wait_until(lambda: builders(), timeout=30)
+        assert len(builders()) == 1, builders()
         wait_until(lambda: not os.path.exists(path + ".lock"), timeout=300)
     finally:  # the builder outlives a failed test otherwise (its JVM exits with it)
         subprocess.run(["pkill", "-f", f"nsqpy.spark.classcache {path}"])
