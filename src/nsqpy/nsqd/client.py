@@ -71,6 +71,11 @@ class ClientV2:
         self._heartbeat: Any = None  # the next heartbeat's TimerHandle
         self._apply_settings()
 
+    def proved_member(self) -> bool:
+        """Whether this connection proved it is a replication member (RAUTH):
+        only then is a REPL batch's body read."""
+        return self.repl_member != ""
+
     # --- settings ------------------------------------------------------------
 
     def update_settings(self, settings: ClientSettings) -> None:

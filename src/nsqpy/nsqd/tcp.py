@@ -113,8 +113,8 @@ class V2Protocol(asyncio.Protocol):
                 return
             options = self.nsqd.options
             client = self.client = self.nsqd.add_client(self.transport)
-            self.reader = v2_reader(options.max_msg_size, options.max_body_size,
-                                    int(options.max_req_timeout * 1000), self.nsqd.replication is not None)
+            self.reader = v2_reader(options.max_msg_size, options.max_body_size, int(options.max_req_timeout * 1000),
+                                    None if self.nsqd.replication is None else client.proved_member)
             self.deadline.set(self._command_time())
             if not data:
                 return

@@ -60,14 +60,16 @@ def check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError
 _BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1, b"REPL": 3}
 
 
-def _v2_body_checker(max_defer_ms: int):
+def _v2_body_checker(max_defer_ms: int, repl_allowed):
     def expects_body(name: bytes, params: list[bytes]) -> bool:
         if name == b"AUTH":
             return len(params) == 1
         if len(params) < _BODY_PARAM_COUNTS[name]:
             return False
-        if name == b"IDENTIFY" or name == b"REPL":
+        if name == b"IDENTIFY":
             return True
+        if name == b"REPL":
+            return repl_allowed()
         if not is_valid_topic_name(params[1].decode("latin-1")):
             return False
         if name == b"DPUB":
@@ -115,9 +117,12 @@ def _truncated_mpub(partial: bytes) -> ProtocolError:
 
 
 def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_000,
-              replication: bool = False) -> "CommandReader":
-    """The reader for nsqd's V2 protocol; with ``replication``, also for the
-    ``REPL`` batches of a replicated nsqd's peers (replication.py)."""
+              repl_allowed=None) -> "CommandReader":
+    """The reader for nsqd's V2 protocol; with ``repl_allowed``, also for the
+    ``REPL`` batches of a replicated nsqd's peers (replication.py). A REPL
+    body is read only while ``repl_allowed()`` says the connection proved
+    itself a member: anyone else's is refused on its line, before nsqd
+    buffers up to a batch's size for it."""
     body_limits = {
         b"PUB": (check_message_size, max_msg_size),
         b"DPUB": (check_message_size, max_msg_size),
@@ -125,14 +130,13 @@ def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_0
         b"IDENTIFY": (check_body_size, max_body_size),
         b"AUTH": (check_body_size, max_body_size),
     }
-    if replication:  # a batch holds up to a turn of MPUBs
+    if repl_allowed is not None:  # a batch holds up to a turn of MPUBs
         body_limits[b"REPL"] = (check_body_size, max(REPL_MAX_BODY, 4 * max_body_size))
-    return CommandReader(body_limits, expects_body=_v2_body_checker(max_defer_ms))
+    return CommandReader(body_limits, expects_body=_v2_body_checker(max_defer_ms, repl_allowed))
 
 
 #: a replicated nsqd's batches are cut at 16 MiB between records of at most
-#: 8 MiB of bodies (or one MPUB's): what a connection may make nsqd buffer
-#: before its REPL is refused for want of a RAUTH
+#: 8 MiB of bodies (or one MPUB's)
 REPL_MAX_BODY: Final = 32 * 1024 * 1024
 
 
