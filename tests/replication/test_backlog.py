@@ -1,5 +1,7 @@
-"""A replicated nsqd with a million-message backlog dies: a survivor takes
-it over in slices, answering /ping and renewing its lease throughout."""
+"""A replicated nsqd with a million-message backlog (two topics, two
+channels each, mostly on disk): a survivor takes it over, and a new
+successor gets its copy, in slices, every node answering /ping and
+renewing its lease throughout."""
 
 import re
 import threading
@@ -40,8 +42,8 @@ class Prober(threading.Thread):
                     self.failures.append(f"{url}: {status} {body!r}")
 
 
-def test_a_million_message_backlog_is_taken_over_without_a_pause_that_costs_a_lease(replicated, topic):
-    cluster = replicated()
+def backlog_on_node_0(cluster, topic: str) -> list[str]:
+    """BACKLOG messages published to node 0, half to each of two topics, and copied to node 1."""
     cluster.wait_connected()
     origin = cluster.nsqds[0]
     names = [f"{topic[:60]}_{suffix}" for suffix in "ab"]
@@ -55,6 +57,13 @@ def test_a_million_message_backlog_is_taken_over_without_a_pause_that_costs_a_le
             conn.send(b"MPUB %s\n%s" % (name.encode(), _mpub_body(bodies)))
             conn.expect_ok()
     assert held_for(cluster, 1, origin) == [BACKLOG]
+    return names
+
+
+def test_a_million_message_backlog_is_taken_over_without_a_pause_that_costs_a_lease(replicated, topic):
+    cluster = replicated()
+    origin = cluster.nsqds[0]
+    names = backlog_on_node_0(cluster, topic)
     prober = Prober([cluster.nsqds[1].http_url, cluster.nsqds[2].http_url])
     prober.start()
     try:
@@ -71,6 +80,31 @@ def test_a_million_message_backlog_is_taken_over_without_a_pause_that_costs_a_le
     assert prober.failures == []
     for index in (1, 2):
         assert "lease of epoch" not in cluster.nsqds[index].output, cluster.nsqds[index].output[-2000:]
+
+
+def test_a_million_message_backlog_gets_a_new_copy_in_slices_when_its_peer_dies(replicated, topic):
+    """Node 1 holds node 0's copies and dies: node 2, node 0's successor
+    now, gets all of them while node 0 goes on answering and renewing its
+    lease (of 2 s, renewed every 0.7 s: a copy made in one go would cost
+    it); node 0 dying next loses nothing."""
+    cluster = replicated(nsqd_args=("--replication-lease=2s",))
+    origin = cluster.nsqds[0]
+    names = backlog_on_node_0(cluster, topic)
+    prober = Prober([origin.http_url, cluster.nsqds[2].http_url])
+    prober.start()
+    try:
+        cluster.nsqds[1].kill()
+        wait_until(lambda: held_for(cluster, 2, origin) == [BACKLOG], timeout=600)
+    finally:
+        prober.stopping.set()
+        prober.join(30)
+    print(origin.wait_for_log(r"copied \d+ held messages").split("REPLICATION: ")[-1],
+          f"; longest /ping answer {prober.longest * 1000:.0f} ms")
+    assert prober.failures == [], origin.output[-3000:]
+    assert "lease of epoch" not in origin.output, origin.output[-3000:]
+    origin.kill()
+    wanted = {(name, channel): BACKLOG // 2 for name in names for channel in CHANNELS}
+    wait_until(lambda: _queued(cluster, 2, names) == wanted, timeout=600)
 
 
 def _mpub_body(bodies: list[bytes]) -> bytes:

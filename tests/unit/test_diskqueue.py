@@ -41,6 +41,22 @@ def test_fifo_across_files_and_reopen(tmp_path):
         [f"q.diskqueue.{q.write_file_num:06d}.dat"]
 
 
+def test_unread_records_are_those_written_before_and_outlive_the_files_read_past_meanwhile(tmp_path):
+    q = make(tmp_path)
+    records = [b"%02d" % i * 10 for i in range(12)]  # 20-byte records, 4 per 100-byte file
+    for r in records[:10]:
+        q.put(r)
+    assert q.get() == records[0]
+    unread = q.unread()
+    q.put(records[10])  # written after: not in it
+    assert [q.get() for _ in range(8)] == records[1:9]  # the first two files are read and deleted
+    assert "q.diskqueue.000000.dat" not in os.listdir(tmp_path)
+    assert list(unread) == records[1:10]
+    q.put(records[11])
+    assert q.get() == records[9] and list(q.unread()) == records[10:]
+    q.close()
+
+
 def test_record_format_is_length_prefixed(tmp_path):
     q = make(tmp_path)
     q.put(b"hello")

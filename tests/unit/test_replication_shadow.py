@@ -167,19 +167,80 @@ def test_a_whole_shadow_goes_in_slices_that_each_fit_a_batch_and_rebuild_it_exac
     assert len(list(small.payload_slices())) == 2
 
 
+def _message(number: int, body: bytes, timestamp: int = 5):
+    from nsqpy.nsqd.message import Message
+
+    return Message(b"%016d" % number, body, timestamp)
+
+
+def _snapshot(*sources):
+    from nsqpy.nsqd.replication.snapshot import Snapshot
+
+    return Snapshot(list(sources), clock=lambda: 100.0)
+
+
 def test_a_snapshot_of_a_big_backlog_is_cut_into_records_that_each_fit_a_batch():
-    from collections import namedtuple
-
     from nsqpy.nsqd.replication.shadow import SLICE, SLICE_BYTES
-    from nsqpy.nsqd.replication.snapshot import _records
+    from nsqpy.nsqd.replication.snapshot import Source
 
-    Message = namedtuple("Message", "id body timestamp")
-    waiting = [Message(b"%016d" % n, b"x" * 1000, 5) for n in range(3 * SLICE)]
-    records = _records("t", waiting, ())
-    assert [count for _, count in records] == [SLICE] * 3
-    big = [Message(b"%016d" % n, b"x" * (1024 * 1024), 5) for n in range(20)]
-    records = _records("t", big, ("ch",))
+    waiting = [(_message(n, b"x" * 1000), 0.0) for n in range(3 * SLICE)]
+    slices = list(_snapshot(Source("t", None, waiting, iter(()))).slices())
+    assert [[count for _, count in part] for part in slices] == [[SLICE]] * 3
+    big = [(_message(n, b"x" * (1024 * 1024)), 0.0) for n in range(20)]
+    records = [record for part in _snapshot(Source("t", "ch", big, iter(()))).slices() for record in part]
     assert sum(count for _, count in records) == 20 and all(len(r) <= SLICE_BYTES + 2 ** 20 for r, _ in records)
     messages = [m for record, _ in records for p in read_records(record) for m in p.ids]
-    assert messages == [m.id for m in big]
-    assert _records("t", [], ()) == []
+    assert messages == [m.id for m, _ in big]
+    assert list(_snapshot(Source("t", None, [], iter(()))).slices()) == []
+
+
+def test_a_snapshot_keeps_timestamps_and_delays_and_reads_the_disk_as_it_goes():
+    """One record per run of messages with one timestamp (an MPUB's); a
+    deferred message alone, with what is left of its delay; the disk's
+    messages after those in memory, decoded only when their slice is made."""
+    from nsqpy.nsqd.replication.snapshot import Source
+
+    read = []
+
+    def disk():
+        for n in (5, 6):
+            read.append(n)
+            yield _message(n, b"d", timestamp=9).encode()
+
+    held = [(_message(1, b"a"), 0.0), (_message(2, b"b"), 0.0), (_message(3, b"c", 7), 0.0),
+            (_message(4, b"late", 8), 102.5)]
+    snapshot = _snapshot(Source("t", "ch", held, disk()))
+    assert read == []
+    found = [p for part in snapshot.slices() for record, _ in part for p in read_records(record)]
+    assert [(p.timestamp, p.defer_ms, len(p.ids), p.channels) for p in found] == [
+        (5, 0, 2, ("ch",)), (7, 0, 1, ("ch",)), (8, 2500, 1, ("ch",)), (9, 0, 2, ("ch",))]
+    assert read == [5, 6]
+
+
+def test_what_a_snapshot_has_not_sent_of_a_channel_deleted_meanwhile_is_left_out():
+    from nsqpy.nsqd.replication.shadow import SLICE
+    from nsqpy.nsqd.replication.snapshot import Source
+
+    held = [(_message(n, b"x", timestamp=n), 0.0) for n in range(3 * SLICE)]
+    snapshot = _snapshot(Source("t", "gone", held, iter(())), Source("t", "kept", held[:10], iter(())),
+                         Source("u", None, held[:10], iter(())))
+    slices = snapshot.slices()
+    first = next(slices)
+    snapshot.forget("t", "gone")
+    snapshot.forget("u", None, whole_topic=True)
+    rest = [p for part in slices for record, _ in part for p in read_records(record)]
+    assert sum(count for _, count in first) == SLICE
+    assert {(p.topic, p.channels) for p in rest} == {("t", ("kept",))} and len(rest) == 10
+
+
+def test_a_message_sent_once_per_channel_that_holds_it_is_owed_to_each():
+    shadow = Shadow("n1:4150", 7)
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"),
+                                    event_record(CHANNEL, "t", "c"),
+                                    published_record("t", 5, 0, [ID_A, ID_B], encode_mpub_body([b"x", b"y"]), ("a",)),
+                                    published_record("t", 5, 0, [ID_B, ID_C], encode_mpub_body([b"y", b"z"]), ("b",)),
+                                    pub("t", ID_B, b"y", ("c",)))))
+    assert [(i, body, channels) for i, body, _, _, channels in shadow.topics["t"].owed()] == [
+        (ID_A, b"x", {"a"}), (ID_B, b"y", {"a", "b", "c"}), (ID_C, b"z", {"b"})]
+    shadow.apply(read_records(batch(done_record("t", "a", [ID_A, ID_B]), done_record("t", "b", [ID_B]))))
+    assert owed(shadow) == {ID_B: {"c"}, ID_C: {"b"}}

@@ -48,7 +48,7 @@ import logging
 import os
 import struct
 from collections import deque
-from typing import BinaryIO, Callable, Final, NoReturn
+from typing import BinaryIO, Callable, Final, Iterator, NoReturn
 
 from ..atomicfile import write_atomically
 from .journal import ACKED, DELIVERED_TO, ENTRY, FIRST_DELIVERY, READ_TO, Journal, checksum
@@ -375,14 +375,17 @@ class DiskQueue:
                 position += RECORD_HEADER_SIZE + size
         return last
 
-    def unread_records(self) -> list[bytes]:
-        """Every record written and not yet read, oldest first, read from
-        the files without taking them (the queue does not change): what a
-        replicated nsqd copies to a new peer. Stops at a damaged record, as
-        reading it would."""
+    def unread(self) -> Iterator[bytes]:
+        """Every record written and not yet read, oldest first, without
+        taking them (the queue does not change): what a replicated nsqd
+        copies to a new peer. The files are opened now, with the end of
+        what is written now, and read as the iterator is: later records
+        are not in it, and a file the queue reads past and deletes
+        meanwhile is still read whole (an open file outlives its name).
+        Stops at a damaged record, as reading it would."""
         if self._writer is not None:
             self._writer.flush()
-        records: list[bytes] = []
+        spans: list[tuple[BinaryIO, int, int, int]] = []  # (file, its number, start, end)
         number, position = self.read_file_num, self.read_pos
         while number <= self.write_file_num:
             try:
@@ -390,22 +393,10 @@ class DiskQueue:
             except FileNotFoundError:
                 number, position = number + 1, 0
                 continue
-            with f:
-                end = self.write_pos if number == self.write_file_num else os.fstat(f.fileno()).st_size
-                f.seek(position)
-                while position < end:
-                    header = f.read(RECORD_HEADER_SIZE)
-                    size = _LENGTH.unpack(header)[0] if len(header) == RECORD_HEADER_SIZE else -1
-                    if not self.min_msg_size <= size <= self.max_msg_size:
-                        return records
-                    data = f.read(size)
-                    if len(data) < size:
-                        return records
-                    if (number, position) not in self._acked_before:
-                        records.append(data)
-                    position += RECORD_HEADER_SIZE + size
+            end = self.write_pos if number == self.write_file_num else os.fstat(f.fileno()).st_size
+            spans.append((f, number, position, end))
             number, position = number + 1, 0
-        return records
+        return _read_spans(spans, self.min_msg_size, self.max_msg_size, set(self._acked_before))
 
     @property
     def unacked_count(self) -> int:
@@ -915,3 +906,27 @@ class DiskQueue:
         if text != self._written_metadata:
             write_atomically(self.metadata_file_name, text.encode())
             self._written_metadata = text
+
+
+def _read_spans(spans: list[tuple[BinaryIO, int, int, int]], min_size: int, max_size: int,
+                acked: set[tuple[int, int]]) -> Iterator[bytes]:
+    """The records of ``spans`` (DiskQueue.unread), but those ``acked``;
+    every file is closed once read, or when the reading stops early."""
+    try:
+        for f, number, position, end in spans:
+            f.seek(position)
+            while position < end:
+                header = f.read(RECORD_HEADER_SIZE)
+                size = _LENGTH.unpack(header)[0] if len(header) == RECORD_HEADER_SIZE else -1
+                if not min_size <= size <= max_size:
+                    return
+                data = f.read(size)
+                if len(data) < size:
+                    return
+                if (number, position) not in acked:
+                    yield data
+                position += RECORD_HEADER_SIZE + size
+            f.close()
+    finally:
+        for f, _, _, _ in spans:
+            f.close()

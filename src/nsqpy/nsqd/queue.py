@@ -135,18 +135,21 @@ class MessageQueue:
         else:
             self.put_many(batch.take_all())
 
-    def queued(self) -> list[Message]:
-        """Every message queued, in memory and on disk, left in place (a
-        replicated nsqd copies them to a new peer: replication/snapshot.py)."""
+    def in_memory(self) -> list[Message]:
+        """Every message queued in memory, left in place (a replicated
+        nsqd copies them to a new peer: replication/snapshot.py)."""
         found: list[Message] = [] if self._disk_head is None else [self._disk_head]
         for entry in self.memory:
             if isinstance(entry, Batch):
                 found.extend(entry.copy().take_all())
             else:
                 found.append(entry)
-        if self.disk is not None:
-            found.extend(map(Message.decode, self.disk.unread_records()))
         return found
+
+    def on_disk(self) -> Iterator[bytes]:
+        """Every message queued on disk now, encoded, read as the iterator
+        is (DiskQueue.unread), the queue left as it is."""
+        return iter(()) if self.disk is None else self.disk.unread()
 
     def pop(self) -> Message | None:
         """The next message: of memory's next and disk's next, the one

@@ -35,8 +35,10 @@ on a leader elsewhere.
 - **Successors change.** When a peer goes, or a member joins between a
   node and its successor, or the node restarts with its messages kept,
   each new successor gets a copy of everything the node still holds
-  (``snapshot.py``: queued in memory and on disk, in flight, deferred),
-  and answers for the publishes the lost one had not answered yet. A link
+  (``snapshot.py``: queued in memory and on disk, in flight, deferred;
+  fixed in that turn, sent in slices no faster than the peer answers),
+  and once it is whole answers for the publishes the lost one had not
+  answered yet. A link
   that starts again first resets what its peer held of this epoch.
 - **Membership and death** live in etcd (``membership.py``): each nsqd
   holds a lease (its *epoch*) and a member key on it, renewed every third

@@ -15,22 +15,21 @@ import logging
 import os
 import re
 import time
-from typing import Iterator
 
 from ...atomicfile import write_atomically
 from ...errors import StartupError
 from ...ratelog import RateLimitedLog
 from ...protocol.commands import encode_mpub_body
-from ...protocol.replication import (CHANNEL, PAUSED, RESET, NotAMember, ReplicationError, done_record,
-                                     event_record, proves_membership, published_record, read_records)
+from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, NotAMember, ReplicationError,
+                                     done_record, event_record, proves_membership, published_record, read_records)
 from ..tls import peer_context
 from .departures import Departures
 from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink, ReplicationShort
 from .membership import AddressTaken, Membership
-from .shadow import SLICE, SLICE_BYTES, Shadow
+from .shadow import SLICE, Shadow
 from .shadowlog import ShadowLogs
-from .snapshot import owed_records
+from .snapshot import Snapshot
 from .takeover import adopt, let_go
 
 EPOCH_FILE = "nsqd.replication.json"
@@ -40,6 +39,20 @@ HAND_OVER_WAIT = 60.0  # how long a hand-over waits for its new owner to confirm
 LINKS_WAIT = 2.0  # how long a starting node waits for its links to its successors before it listens
 SETTLE_WAIT = 3.0  # after a crash, how long a restarted node waits for a survivor to claim what it had
 ADOPTIONS_KEPT = 64  # epochs taken over whose ids are kept, so a late hand-over adopts only what is new
+COPY_AHEAD = 4 * SLICE  # a new successor's copy waits while it has this many messages sent and not answered
+
+
+class _Copy:
+    """A snapshot on its way to new successors, and the outcomes told
+    meanwhile: told again once it is whole, for the messages it carried
+    that a channel finished before the peer held them."""
+
+    __slots__ = ("snapshot", "links", "finished")
+
+    def __init__(self, snapshot: Snapshot, links: list[PeerLink]):
+        self.snapshot = snapshot
+        self.links = links
+        self.finished: list[bytes] = []
 
 
 class Replicator:
@@ -77,6 +90,7 @@ class Replicator:
         self._pending_acks: dict[str, list[Acks]] = {}  # per link: publishes it answers for in place of a lost one
         self._ring: list[PeerLink] = []  # the peers that take this node's copies
         self._ring_nodes: set[str] = set()  # theirs, as last copied to under this epoch
+        self._copies: list[_Copy] = []  # snapshots being sent to new successors
         self._flush_scheduled = False
         self._fencing = False  # the lease ended while this node lived: it hands over and joins again
         self._busy: set[tuple[str, int]] = set()  # epochs whose shadow is being adopted or handed over
@@ -274,7 +288,7 @@ class Replicator:
         elif link is None:
             self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, which cannot be reached: "
                            "keeping the messages held here (both may deliver some)", epoch, owner)
-        elif not await self._confirmed(link, self.node, epoch, _in_slices(owed_records(self.nsqd))):
+        elif not await self._confirmed(link, self.node, epoch, Snapshot.of(self.nsqd).payloads()):
             self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, but did not confirm what "
                            "was handed to it: keeping the messages held here (both may deliver some)", epoch, owner)
         else:
@@ -583,14 +597,45 @@ class Replicator:
         self._ring_nodes = {link.node for link in self._ring}
         if not new or not self.epoch:
             return
-        records = owed_records(self.nsqd)
-        for link in new:
-            for record, count in records:
-                link.writer.add(record, count)
-        if records:
+        copy = _Copy(Snapshot.of(self.nsqd), new)
+        self._copies.append(copy)
+        self._in_background(self._send_copy(copy))
+
+    async def _send_copy(self, copy: _Copy) -> None:
+        """``copy``'s slices, one per event-loop turn and no faster than
+        its peers answer; publishes a lost peer left unanswered are
+        answered once the copy is whole (_flush)."""
+        began = time.monotonic()
+        sent = 0
+        try:
+            for part in copy.snapshot.slices():
+                copy.links = [link for link in copy.links if self.links.get(link.node) is link and link.ready]
+                if not copy.links:
+                    return  # each link that comes up again gets a copy of its own
+                for link in copy.links:
+                    for record, count in part:
+                        link.writer.add(record, count)
+                sent += sum(count for _, count in part)
+                self._flush()
+                await self._answered(copy.links)
+            for link in copy.links:
+                for record in copy.finished:
+                    link.writer.add(record)
+        finally:
+            self._copies.remove(copy)
+            copy.snapshot.close()
             self._schedule_flush()
-            self.log.info("REPLICATION: copied %d held messages to %s", sum(count for _, count in records),
-                          ", ".join(link.node for link in new))
+        if sent:
+            self.log.info("REPLICATION: copied %d held messages (one per channel holding each) to %s (%.1f s)",
+                          sent, ", ".join(link.node for link in copy.links), time.monotonic() - began)
+
+    async def _answered(self, links: list[PeerLink]) -> None:
+        """Back after this turn, once no link in ``links`` that is up has
+        more than COPY_AHEAD messages sent and not answered."""
+        await asyncio.sleep(0)
+        while any(link.ready and self.links.get(link.node) is link and link.lag()[0] > COPY_AHEAD
+                  for link in links):
+            await asyncio.sleep(0.005)
 
     def _ring_links(self, count: int) -> list[PeerLink]:
         """Up to ``count`` connected peers that follow this node in the
@@ -628,6 +673,8 @@ class Replicator:
         record = done_record(topic, channel, [message_id])
         for link in self.links.values():
             link.writer.add(record)
+        for copy in self._copies:
+            copy.finished.append(record)
         self._schedule_flush()
 
     def changed(self, topic: str, channel: str | None, kind: int) -> None:
@@ -635,6 +682,9 @@ class Replicator:
         paused or unpaused (protocol/replication.py's kinds)."""
         if kind == CHANNEL and channel is None:
             return  # a topic on its own owes nothing to anyone
+        if kind == DELETED or kind == EMPTIED:
+            for copy in self._copies:
+                copy.snapshot.forget(topic, channel, whole_topic=kind == DELETED and channel is None)
         record = event_record(kind, topic, channel or "")
         for link in self.links.values():
             link.writer.add(record)
@@ -663,8 +713,12 @@ class Replicator:
             if len(self._ring) < self.factor - 1 or not epoch:
                 self._count_short(acks)
             acks.sent_to({link.node for link in self._ring} if epoch else set())
+        copying = {link.node for copy in self._copies for link in copy.links}
         for link in list(self.links.values()):
             waiting = pending.get(link.node, [])
+            if waiting and link.node in copying:  # their messages may be in the copy's later slices
+                self._pending_acks[link.node] = waiting
+                waiting = []
             if acks is not None and link.node in acks.holders:
                 waiting = [*waiting, acks]
             if not epoch:
@@ -750,19 +804,3 @@ def _read_secret(path: str) -> bytes:
 def signing_key(secret: bytes) -> bytes:
     """The key membership is proved with, from a secret of any size."""
     return hashlib.sha256(b"nsqpy REPL key\n" + secret).digest()
-
-
-def _in_slices(records) -> Iterator[bytes]:
-    """``(record, message count)`` pairs joined into payloads of about
-    SLICE messages or SLICE_BYTES."""
-    parts: list[bytes] = []
-    count = size = 0
-    for record, messages in records:
-        parts.append(record)
-        count += messages
-        size += len(record)
-        if count >= SLICE or size >= SLICE_BYTES:
-            yield b"".join(parts)
-            parts, count, size = [], 0, 0
-    if parts:
-        yield b"".join(parts)

@@ -59,8 +59,21 @@ class ShadowTopic:
         self._resolved: list[Copies] = []  # waited in the topic until this batch's first channel
 
     def add(self, record: Published) -> None:
+        """A message held already (a snapshot sends one per channel that
+        holds it) is owed to the channels of both."""
         owed = set(record.channels) or None  # none: waiting in the topic
-        self.messages.update(dict.fromkeys(record.ids, Copies(record, owed)))
+        copies = Copies(record, owed)
+        messages = self.messages
+        if messages.keys().isdisjoint(record.ids):
+            messages.update(dict.fromkeys(record.ids, copies))
+            return
+        for message_id in record.ids:
+            held = messages.get(message_id)
+            if held is None:
+                messages[message_id] = copies
+            elif owed is not None:
+                before = held.owed_by(message_id)
+                held.partly_done[message_id] = set(owed) if before is None else before | owed
 
     def done(self, channel: str, ids) -> None:
         messages = self.messages

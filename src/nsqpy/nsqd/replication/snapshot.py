@@ -1,60 +1,131 @@
 """What this nsqd still owes, as ``P`` records for a peer that has no copy
 of it: a new successor (the one before it died or another member joined
-between), or every successor after this node kept its messages across a
-restart under a new epoch.
+between), or the survivor that took this node's epoch over while it was
+away (a hand-over).
 
 Every message queued (memory and disk), in flight and deferred is
-copied; the disk's records are read without being taken.
+copied, each owed to the channel that holds it (a message held by two
+channels comes once per channel: the peer's shadow joins them). What it
+is made of is fixed in the turn the snapshot is taken: the messages in
+memory as they are then, and each disk queue's unread files opened, up
+to what is written then. The records are made a slice at a time, as
+they are sent, so a backlog of millions never holds the event loop for
+long; a message finished meanwhile is told to the peer again after the
+last slice (Replicator), and a channel or topic deleted or emptied
+meanwhile is left out from then on (``forget``).
 """
+
+from typing import Callable, Iterator
 
 from ...protocol.commands import encode_mpub_body
 from ...protocol.replication import published_record
+from ..message import Message
 from .shadow import SLICE, SLICE_BYTES
 
+#: (record, messages in it) pairs, of about SLICE messages or SLICE_BYTES in all
+Slice = list[tuple[bytes, int]]
 
-def owed_records(nsqd) -> list[tuple[bytes, int]]:
-    """(record, message count) for every message queued, in flight or
-    deferred, each owed to the channels that hold it; one record per
-    set of channels and timestamp (an MPUB's messages stay together)."""
-    now = nsqd.loop.time()  # deferred messages are due on the loop's clock
-    records = []
-    for topic in list(nsqd.topics.values()):
-        waiting = topic.queue.queued()
-        records.extend(_records(topic.name, waiting, ()))
-        owed: dict[bytes, tuple] = {}  # id -> (message, channels, due)
-        for channel in topic.channels.values():
-            held = [(m, 0.0) for m in channel.queue.queued() + channel.in_flight.messages()]
-            held += [(m, due) for due, _, m in channel.deferred]
-            for message, due in held:
-                entry = owed.get(message.id)
-                if entry is None:
-                    owed[message.id] = (message, [channel.name], due)
-                else:
-                    entry[1].append(channel.name)
-        groups: dict[tuple, list] = {}
-        for message, channels, due in owed.values():
+
+class Source:
+    """One topic's or one channel's messages: those in memory (with when
+    each deferred one is due on the loop's clock, 0.0 for the others), then
+    those still on its disk queue."""
+
+    __slots__ = ("topic", "channel", "held", "disk")
+
+    def __init__(self, topic: str, channel: str | None, held: list[tuple[Message, float]], disk: Iterator[bytes]):
+        self.topic = topic
+        self.channel = channel  # None: waiting in the topic
+        self.held = held
+        self.disk = disk
+
+    def messages(self) -> Iterator[tuple[Message, float]]:
+        yield from self.held
+        for encoded in self.disk:
+            yield Message.decode(encoded), 0.0
+
+
+class Snapshot:
+    def __init__(self, sources: list[Source], clock: Callable[[], float]):
+        self._sources = sources
+        self._clock = clock  # what a deferred message's due time is on
+        self._forgotten: set[tuple[str, str | None]] = set()  # (topic, channel); (topic, "") for a whole topic
+
+    @classmethod
+    def of(cls, nsqd) -> "Snapshot":
+        """What ``nsqd`` holds now."""
+        sources = []
+        for topic in list(nsqd.topics.values()):
+            waiting = [(m, 0.0) for m in topic.queue.in_memory()]
+            sources.append(Source(topic.name, None, waiting, topic.queue.on_disk()))
+            for channel in topic.channels.values():
+                held = [(m, 0.0) for m in channel.queue.in_memory() + channel.in_flight.messages()]
+                held += [(m, due) for due, _, m in channel.deferred]
+                sources.append(Source(topic.name, channel.name, held, channel.queue.on_disk()))
+        return cls(sources, nsqd.loop.time)  # deferred messages are due on the loop's clock
+
+    def forget(self, topic: str, channel: str | None, whole_topic: bool = False) -> None:
+        """What is left of ``channel`` (None: the messages waiting in the
+        topic; ``whole_topic``: everything of it) is owed to nobody now."""
+        self._forgotten.add((topic, "" if whole_topic else channel))
+
+    def payloads(self) -> Iterator[bytes]:
+        """Each slice's records joined: a REPL batch's payload."""
+        for part in self.slices():
+            yield b"".join(record for record, _ in part)
+
+    def slices(self) -> Iterator[Slice]:
+        parts: Slice = []
+        count = size = 0
+        try:
+            for source in self._sources:
+                for record, messages, body_bytes in self._records(source):
+                    parts.append((record, messages))
+                    count += messages
+                    size += body_bytes
+                    if count >= SLICE or size >= SLICE_BYTES:
+                        yield parts
+                        parts, count, size = [], 0, 0
+            if parts:
+                yield parts
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """The disk queues' files are let go (also when not all was taken)."""
+        for source in self._sources:
+            close = getattr(source.disk, "close", None)
+            if close is not None:
+                close()
+
+    def _forgot(self, source: Source) -> bool:
+        return (source.topic, "") in self._forgotten or (source.topic, source.channel) in self._forgotten
+
+    def _records(self, source: Source) -> Iterator[tuple[bytes, int, int]]:
+        """(record, messages, bytes of bodies) for ``source``: each run of
+        messages with one timestamp (an MPUB's) is one record of at most
+        SLICE messages and about SLICE_BYTES; a deferred message is one
+        record with what is left of its delay."""
+        channels = () if source.channel is None else (source.channel,)
+        run: list[Message] = []
+        run_bytes = 0
+        for message, due in source.messages():
+            if self._forgot(source):
+                return
+            if run and (due or message.timestamp != run[0].timestamp or len(run) == SLICE
+                        or run_bytes >= SLICE_BYTES):
+                yield self._record(source.topic, run, 0, channels), len(run), run_bytes
+                run, run_bytes = [], 0
             if due:
-                defer_ms = max(0, int((due - now) * 1000))
-                records.append((published_record(topic.name, message.timestamp, defer_ms, [message.id],
-                                                 encode_mpub_body([message.body]), tuple(sorted(channels))), 1))
+                defer_ms = max(0, int((due - self._clock()) * 1000))
+                yield self._record(source.topic, [message], defer_ms, channels), 1, len(message.body)
             else:
-                groups.setdefault((tuple(sorted(channels)), message.timestamp), []).append(message)
-        for (channels, _), messages in groups.items():
-            records.extend(_records(topic.name, messages, channels))
-    return records
+                run.append(message)
+                run_bytes += len(message.body)
+        if run and not self._forgot(source):
+            yield self._record(source.topic, run, 0, channels), len(run), run_bytes
 
-
-def _records(topic: str, messages: list, channels: tuple[str, ...]) -> list[tuple[bytes, int]]:
-    """Records for ``messages`` (of one timestamp, but those waiting in a
-    topic, which keep the first one's), each of at most SLICE messages and
-    about SLICE_BYTES: each fits a REPL batch."""
-    found = []
-    start = size = 0
-    for end, message in enumerate(messages, 1):
-        size += len(message.body)
-        if end - start == SLICE or size >= SLICE_BYTES or end == len(messages):
-            chunk = messages[start:end]
-            found.append((published_record(topic, chunk[0].timestamp, 0, [m.id for m in chunk],
-                                           encode_mpub_body([m.body for m in chunk]), channels), len(chunk)))
-            start, size = end, 0
-    return found
+    @staticmethod
+    def _record(topic: str, messages: list[Message], defer_ms: int, channels: tuple[str, ...]) -> bytes:
+        return published_record(topic, messages[0].timestamp, defer_ms, [m.id for m in messages],
+                                encode_mpub_body([m.body for m in messages]), channels)
