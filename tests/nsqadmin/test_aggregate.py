@@ -43,12 +43,13 @@ def test_rates_drain_time_and_counter_reset():
     history.record(100.0, {("t", "c"): (100, 100, 0, 0, 0)})
     history.record(101.0, {("t", "c"): (150, 130, 10, 0, 10)})  # +50 in, 10 finished
     history.record(102.0, {("t", "c"): (150, 100, 0, 0, 50)})   # 40 more finished
+    summary = history.summary("t", "c")
+    assert summary["depth"] == 100 and summary["rate_out"] == 40 and summary["drain_seconds"] == 2.5
     history.record(103.0, {("t", "c"): (5, 5, 0, 0, 0)})        # nsqd restarted: counters start again
     points = history.points("t", "c")
     assert [(p["rate_in"], p["rate_out"]) for p in points] == [(50, 10), (0, 40), (0, 0)]
     summary = history.summary("t", "c")
-    assert summary["depth"] == 5 and summary["rate_out"] == 50 / 3
-    assert summary["drain_seconds"] == 5 / (50 / 3)
+    assert summary["depth"] == 5 and summary["rate_out"] == 0 and summary["drain_seconds"] is None
     history.record(104.0, {})  # the channel is gone
     assert history.points("t", "c") == [] and history.summary("t", "c")["depth"] is None
 

@@ -211,7 +211,8 @@ def test_history_gives_rates_and_drain_time(admin, cluster, spread_topic, consum
     answer = wait_until(sampled, timeout=30)
     assert answer["interval"] == 0.2 and answer["retention"] == 3600
     assert answer["points"][-1]["depth"] == 2  # nsqd1's two are still queued
-    assert answer["rate_out"] > 0
+    assert answer["rate_out"] == answer["points"][-1]["rate_out"]  # the headline is the charts' last point
+    assert answer["rate_out_label"] == f"{answer['rate_out']:,.1f}/s"
     assert {"t", "depth", "in_flight", "deferred", "rate_in", "rate_out"} <= set(answer["points"][0])
     status, topic_history = call(admin, "GET", f"/api/history/topics/{spread_topic}")
     assert status == 200 and topic_history["points"]

@@ -39,10 +39,9 @@ def with_message(data: dict, errors: list[str]) -> web.Response:
 
 
 def history_response(answer: dict) -> web.Response:
-    """The history with its time to drain worded as the pages word it, so
-    the charts script shows the server's words instead of a second wording."""
-    answer["drain_label"] = figures.drain_label(answer)
-    return json_response(answer)
+    """The history with its headline worded as the pages word it, so the
+    charts script shows the server's words instead of a second wording."""
+    return json_response({**answer, **figures.headline(answer)})
 
 
 def topic_from(request: web.Request) -> str:

@@ -40,21 +40,34 @@ def drain(seconds) -> str:
     return "now" if seconds == 0 else duration(int(seconds * 1e9)) if seconds >= 1 else "< 1s"
 
 
+# depth that cannot leave: its summary key, the label when all that waits is
+# such, and how a part of it is named beside an estimate
+_STUCK = (("paused_depth", "paused", "{} paused"), ("unconsumed_depth", "no consumer", "{} with no consumer"))
+
+
 def drain_label(summary: dict) -> str:
     """The time to drain as the pages say it, from a history summary:
     '–' before two samples, 'growing (+3.9/s)' while the depth rises,
-    'paused' when all that waits is in paused channels, else the estimate;
-    what waits in paused channels is named, not counted in."""
+    'paused' or 'no consumer' (or both) when all that waits cannot leave,
+    else the estimate; what waits where it cannot leave is named, not
+    counted in ('9s (not counting 50 paused, 30 with no consumer)')."""
     if summary["rate_out"] is None:
         return "–"
-    paused = summary["paused_depth"]
+    stuck = [(whole, part.format(count(summary[key]))) for key, whole, part in _STUCK if summary[key]]
     if summary["growing"]:
         label = f"growing ({signed_rate(summary['net_rate'])})"
-    elif summary["depth"] == paused and paused:
-        return "paused"
+    elif stuck and summary["depth"] == sum(summary[key] for key, _, _ in _STUCK):
+        return " · ".join(whole for whole, _ in stuck)
     else:
         label = drain(summary["drain_seconds"])
-    return f"{label} (not counting {count(paused)} paused)" if paused else label
+    return f"{label} (not counting {', '.join(part for _, part in stuck)})" if stuck else label
+
+
+def headline(summary: dict) -> dict:
+    """The words of a history panel's headline, for the charts script to
+    show as they are: rates in and out, and the time to drain."""
+    return {"rate_in_label": rate(summary["rate_in"]), "rate_out_label": rate(summary["rate_out"]),
+            "drain_label": drain_label(summary)}
 
 
 def latency(nanoseconds) -> str:

@@ -16,12 +16,16 @@ A counter that goes down (an nsqd restarted) counts as no traffic, not as a
 negative rate. A node that misses a sample keeps its last figures, so one
 slow answer does not draw a dip in the totals.
 
-The time to drain is only estimated for a depth that is shrinking or
-steady: while it grows (more comes in than goes out) no pace empties it, so
-the summary says ``growing`` with the net change per second instead. Depth
-that cannot leave (a paused channel's, a paused topic's own) is kept apart
-as ``paused_depth``: it is left out of the estimate and of the trend, or the
-paused queue would make every estimate infinite.
+The summary's rates are those of the last sample interval, the charts'
+last point: a person reads them as "now", and a longer average still shows
+traffic that stopped a minute ago. The time to drain is only estimated for a
+depth that is shrinking or steady: while it grows (more comes in than goes
+out) no pace empties it, so the summary says ``growing`` with the net change
+per second instead. Depth that cannot leave is kept apart, or it would make
+every estimate infinite: ``paused_depth`` (a paused channel's, a paused
+topic's own) and ``unconsumed_depth`` (a channel's with no consumer
+connected, a topic's own while it has no channel to go to). Both are left
+out of the estimate and of the trend, and named instead.
 """
 
 import asyncio
@@ -42,6 +46,12 @@ class Sample:
     deferred: int
     out: int  # messages that have left (a counter)
     paused_depth: int = 0  # of depth: what waits where it cannot leave (paused)
+    unconsumed_depth: int = 0  # of depth: what waits where no consumer takes it
+
+    @property
+    def waiting(self) -> int:
+        """The depth that can leave: the time to drain is this one's."""
+        return self.depth - self.paused_depth - self.unconsumed_depth
 
 
 def _add(totals: dict, key: tuple, *values: int) -> None:
@@ -54,25 +64,35 @@ def totals_by_key(node_topics: list[list[dict]]) -> dict[tuple, tuple]:
     return tally(node_topics)[0]
 
 
-def tally(node_topics: list[list[dict]]) -> tuple[dict[tuple, tuple], dict[tuple, int]]:
-    """``totals_by_key``, and per key the depth that is paused: a paused
-    channel's depth (counted in its topic's too), a paused topic's own."""
+def _stuck_depth(depth: int, paused: bool, has_way_out: bool) -> tuple[int, int]:
+    """One queue's depth that cannot leave, as (paused, unconsumed): all of
+    it while the queue is paused, else all of it while nothing takes from it
+    (no consumer on a channel, no channel on a topic), else none."""
+    if paused:
+        return depth, 0
+    return (0, 0) if has_way_out else (0, depth)
+
+
+def tally(node_topics: list[list[dict]]) -> tuple[dict[tuple, tuple], dict[tuple, tuple]]:
+    """``totals_by_key``, and per key the depth that cannot leave as
+    (paused, unconsumed), for the keys that have some. A channel's counts
+    in its topic's too."""
     totals: dict[tuple, tuple] = {}
-    paused: dict[tuple, int] = {}
+    stuck: dict[tuple, tuple] = {}
     for topics in node_topics:
         for topic in topics:
             name = topic["topic_name"]
             _add(totals, (name,), topic["message_count"], topic["depth"], 0, 0, 0)
-            _add(paused, (name,), topic["depth"] if topic["paused"] else 0)
+            _add(stuck, (name,), *_stuck_depth(topic["depth"], topic["paused"], bool(topic["channels"])))
             for channel in topic["channels"]:
                 held = (channel["depth"], channel["in_flight_count"], channel["deferred_count"])
                 out = channel["message_count"] - sum(held)
                 _add(totals, (name, channel["channel_name"]), channel["message_count"], *held, out)
                 _add(totals, (name,), 0, *held, out)
-                stuck = channel["depth"] if channel["paused"] else 0
-                _add(paused, (name, channel["channel_name"]), stuck)
-                _add(paused, (name,), stuck)
-    return totals, {key: value for (key, (value,)) in paused.items() if value}
+                channel_stuck = _stuck_depth(channel["depth"], channel["paused"], channel["client_count"] > 0)
+                _add(stuck, (name, channel["channel_name"]), *channel_stuck)
+                _add(stuck, (name,), *channel_stuck)
+    return totals, {key: value for key, value in stuck.items() if any(value)}
 
 
 def _rate(before: int, after: int, seconds: float) -> float:
@@ -83,18 +103,39 @@ def _net_rate(first: Sample, last: Sample) -> float:
     """How fast the depth that can leave changed between two samples (per
     second; negative while it shrinks)."""
     seconds = last.at - first.at
-    change = (last.depth - last.paused_depth) - (first.depth - first.paused_depth)
-    return change / seconds if seconds > 0 else 0.0
+    return (last.waiting - first.waiting) / seconds if seconds > 0 else 0.0
 
 
-def _drain_seconds(waiting: int, rate_out: float | None) -> float | None:
+def _drain_seconds(waiting: int, rate_out: float) -> float | None:
     """``waiting`` at the pace going out: 0 for nothing waiting; None when
-    the pace is not known yet or nothing leaves."""
-    if rate_out is None:
-        return None
+    nothing leaves."""
     if waiting <= 0:
         return 0.0
     return waiting / rate_out if rate_out > 0 else None
+
+
+def _point(before: Sample, after: Sample) -> dict:
+    """A chart's point: the levels at ``after``, the rates since ``before``."""
+    seconds = after.at - before.at
+    return {"t": round(after.at, 3), "depth": after.depth, "in_flight": after.in_flight, "deferred": after.deferred,
+            "rate_in": round(_rate(before.message_count, after.message_count, seconds), 3),
+            "rate_out": round(_rate(before.out, after.out, seconds), 3)}
+
+
+def _trend(before: Sample | None, last: Sample | None) -> dict:
+    """The rates of the last interval (the charts' last point; None before
+    two samples), the net change per second over it of the depth that can
+    leave and whether that depth is ``growing`` (by more than one interval
+    of what goes out: a consumer that keeps up leaves a little for a
+    moment), and the time to drain it at the pace going out (None: not
+    known yet, growing, or nothing leaving)."""
+    if before is None:
+        return {"rate_in": None, "rate_out": None, "net_rate": None, "growing": False, "drain_seconds": None}
+    point = _point(before, last)
+    net = _net_rate(before, last)
+    growing = net > 0 and last.waiting > point["rate_out"] * (last.at - before.at)
+    return {"rate_in": point["rate_in"], "rate_out": point["rate_out"], "net_rate": net, "growing": growing,
+            "drain_seconds": None if growing else _drain_seconds(last.waiting, point["rate_out"])}
 
 
 class StatsHistory:
@@ -155,9 +196,9 @@ class StatsHistory:
         self._last_by_node = {node: stats.get(node, self._last_by_node.get(node, [])) for node in nodes}
         self.record(time.time(), *tally(list(self._last_by_node.values())))
 
-    def record(self, at: float, totals: dict[tuple, tuple], paused: dict[tuple, int] | None = None) -> None:
+    def record(self, at: float, totals: dict[tuple, tuple], stuck: dict[tuple, tuple] | None = None) -> None:
         """Append a sample per key; keys gone from the cluster are forgotten.
-        ``paused``: the paused depth of the keys that have some."""
+        ``stuck``: (paused, unconsumed) depth of the keys that have some."""
         for key in list(self._series):
             if key not in totals:
                 del self._series[key]
@@ -165,39 +206,26 @@ class StatsHistory:
             series = self._series.get(key)
             if series is None:
                 series = self._series[key] = collections.deque(maxlen=self._depth)
-            series.append(Sample(at, *values, (paused or {}).get(key, 0)))
+            series.append(Sample(at, *values, *(stuck or {}).get(key, (0, 0))))
+
+    def _samples(self, topic: str, channel: str | None) -> list[Sample]:
+        return list(self._series.get((topic,) if channel is None else (topic, channel), ()))
 
     def points(self, topic: str, channel: str | None = None) -> list[dict]:
         """One point per pair of consecutive samples: levels at the later one,
         rates over the interval between them (messages per second)."""
-        samples = list(self._series.get((topic,) if channel is None else (topic, channel), ()))
-        points = []
-        for before, after in zip(samples, samples[1:]):
-            seconds = after.at - before.at
-            points.append({"t": round(after.at, 3), "depth": after.depth, "in_flight": after.in_flight,
-                           "deferred": after.deferred,
-                           "rate_in": round(_rate(before.message_count, after.message_count, seconds), 3),
-                           "rate_out": round(_rate(before.out, after.out, seconds), 3)})
-        return points
+        samples = self._samples(topic, channel)
+        return [_point(before, after) for before, after in zip(samples, samples[1:])]
 
     def summary(self, topic: str, channel: str | None = None) -> dict:
-        """The last depth sampled (``paused_depth`` of it cannot leave), rates
-        over the last minute or so, the net change per second of the depth
-        that can leave and whether it is ``growing``, and the time to drain
-        that depth at the pace going out (None: not known yet, growing, or
-        nothing leaving)."""
-        samples = list(self._series.get((topic,) if channel is None else (topic, channel), ()))
-        points = self.points(topic, channel)
-        recent = points[-max(1, int(60 / self.interval)):] if self.enabled else []
-        rate_in = sum(p["rate_in"] for p in recent) / len(recent) if recent else None
-        rate_out = sum(p["rate_out"] for p in recent) / len(recent) if recent else None
-        last = samples[-1] if samples else None
-        net = _net_rate(samples[-len(recent) - 1], last) if recent else None
-        waiting = last.depth - last.paused_depth if last else 0
-        growing = net is not None and net > 0 and waiting > (rate_out or 0) * self.interval
-        return {"depth": last.depth if last else None, "paused_depth": last.paused_depth if last else 0,
-                "rate_in": rate_in, "rate_out": rate_out, "net_rate": net, "growing": growing,
-                "drain_seconds": _drain_seconds(waiting, rate_out) if last and not growing else None}
+        """The last depth sampled (``paused_depth`` and ``unconsumed_depth``
+        of it cannot leave) and what ``_trend`` says of the last interval."""
+        samples = self._samples(topic, channel)
+        if not samples:
+            return {"depth": None, "paused_depth": 0, "unconsumed_depth": 0, **_trend(None, None)}
+        last = samples[-1]
+        return {"depth": last.depth, "paused_depth": last.paused_depth, "unconsumed_depth": last.unconsumed_depth,
+                **_trend(samples[-2] if len(samples) > 1 else None, last)}
 
     def answer(self, topic: str, channel: str | None = None) -> dict:
         """``/api/history/...``: everything a chart needs."""

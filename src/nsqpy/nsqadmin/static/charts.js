@@ -81,14 +81,12 @@
     figure.dataset.drawn = String(points.length);
   }
 
-  function rate(value) { return value === null || value === undefined ? "–" : value.toFixed(1) + "/s"; }
-
   function update(panel) {
     return fetch(panel.dataset.historyUrl, { cache: "no-store" })
       .then(function (response) { return response.json(); })
       .then(function (answer) {
         panel.querySelectorAll("figure.chart").forEach(function (figure) { draw(figure, answer.points || []); });
-        var figures = { ".rate-in": rate(answer.rate_in), ".rate-out": rate(answer.rate_out), ".drain": answer.drain_label };
+        var figures = { ".rate-in": answer.rate_in_label, ".rate-out": answer.rate_out_label, ".drain": answer.drain_label };
         Object.keys(figures).forEach(function (selector) {
           var element = panel.querySelector(selector);
           if (element) { element.textContent = figures[selector]; }
