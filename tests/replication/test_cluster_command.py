@@ -50,6 +50,12 @@ def test_one_command_starts_etcd_and_a_replicated_cluster_that_operators_can_wat
             (tcp1, True, True, 1)]
         _, _, page = http("GET", f"{admin}/nodes/{tcp0.split(':')[0]}:{http0.rsplit(':', 1)[1]}")
         assert b'id="replication-peers"' in page and f'data-peer="{tcp1}"'.encode() in page
+        _, listed = http_json("GET", f"{admin}/api/nodes")
+        brief = {f"{n['broadcast_address']}:{n['tcp_port']}": n["replication"] for n in listed["nodes"]}
+        assert [(b["replicas_connected"], b["replication_factor"], b["etcd_ok"], b["held_messages"])
+                for b in (brief[tcp0], brief[tcp1])] == [(1, 2, True, 0), (1, 2, True, 1)]
+        _, _, page = http("GET", f"{admin}/nodes")
+        assert page.count(b"1/1 replicas") == 2 and b"holds 1 copies for others" in page
     finally:
         cluster.signal(signal.SIGTERM)
         assert cluster.wait(60) == 0, cluster.output[-3000:]

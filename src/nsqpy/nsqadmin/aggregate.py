@@ -229,6 +229,21 @@ def node_summary(node: str, topics: list[dict], replication: dict | None = None)
     return summary
 
 
+def replication_brief(state: dict | None) -> dict | None:
+    """A replicated nsqd's ``replication`` (its /stats) in one row of the
+    nodes list: whether it makes the copies asked for, and what it holds
+    for others; the node page has the whole of it."""
+    if state is None:
+        return None
+    peers = state["peers"]
+    return {"epoch": state["epoch"], "replication_factor": state["replication_factor"], "etcd_ok": state["etcd_ok"],
+            "replicas_connected": sum(1 for peer in peers if peer["connected"] and peer["replica"]),
+            "peers_connected": sum(1 for peer in peers if peer["connected"]), "peers": len(peers),
+            "held_messages": sum(shadow["messages"] for shadow in state["shadows"]),
+            "under_replicated_messages": state["under_replicated_messages"], "takeovers": state["takeovers"],
+            "lost_epochs": sum(lost["epochs"] for lost in state["lost_epochs"])}
+
+
 def channel_counters(node_topics: list[dict]) -> dict:
     """``/api/counter``: message_count per channel per node."""
     stats = {}

@@ -17,7 +17,7 @@ from aiohttp import web
 from ..httpapi import MAX_CONFIG_BODY, HttpError, address_list, json_response, option_value, put_log_level, read_body
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from . import aggregate, figures
-from .cluster import AllFailed, Refused, semver
+from .cluster import AllFailed, Refused
 from .options import NsqadminOptions, check_upstream_address
 
 TOPIC_ACTIONS = ("pause", "unpause", "empty")
@@ -146,9 +146,8 @@ class AdminApi:
             raise HttpError(502, "UPSTREAM_ERROR: failed to query any nsqd: ")
 
     async def nodes(self, request):
-        producers, errors = await self.cluster.producers()
-        newest = max((semver(p.version) for p in producers), default=(0, 0, 0))
-        return with_message({"nodes": [p.api_entry(newest) for p in producers]}, errors)
+        nodes, errors = await self.cluster.node_entries()
+        return with_message({"nodes": nodes}, errors)
 
     async def node(self, request):
         node = request.match_info["node"]

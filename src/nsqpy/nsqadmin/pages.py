@@ -15,7 +15,7 @@ from ..httpapi import HttpError
 from ..protocol import NSQ_VERSION
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from . import aggregate, figures
-from .cluster import AllFailed, semver
+from .cluster import AllFailed
 
 
 def is_web_url(value) -> bool:
@@ -125,10 +125,8 @@ class Pages:
                            topic_name=topic, channel_name=channel, channels=channels)
 
     async def nodes_page(self, request):
-        producers, errors = await self.cluster.producers()
-        newest = max((semver(p.version) for p in producers), default=(0, 0, 0))
-        return self.render(request, "nodes.html", page="nodes", warnings=errors,
-                           nodes=[p.api_entry(newest) for p in producers])
+        nodes, errors = await self.cluster.node_entries()
+        return self.render(request, "nodes.html", page="nodes", warnings=errors, nodes=nodes)
 
     async def node_page(self, request):
         node = request.match_info["node"]
