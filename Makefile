@@ -1,5 +1,6 @@
 # Two entry points: `make run` and `make test`. Both build .venv from scratch
-# when it is missing, so a fresh clone needs nothing but python3; `make test`
+# when it is missing, so a fresh clone needs nothing but python3; `make spark`
+# adds the Spark data pipeline to the first (docs/spark.md); `make test`
 # also installs Java 17 with apt-get when no Java 17+ is found (Spark runs on it)
 # and Debian's chromium and chromium-driver (nsqadmin's browser tests),
 # prometheus (the metrics scrape test) and etcd-server (replicated nsqd's
@@ -22,15 +23,16 @@ DATA ?= .data
 # setup.py) take their types from the modules they import as well
 SOURCES := $(shell find src/nsqpy -name '*.py')
 
-.PHONY: run run-replicated test test-prerequisites debian-packages test-pythons bench compiler java browser \
+.PHONY: run run-replicated spark test test-prerequisites debian-packages test-pythons bench compiler java browser \
 	prometheus etcd clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed-test: pyproject.toml setup.py $(SOURCES) | $(BIN)/python compiler
-	$(BIN)/pip install -q -e '.[test]'
+# one stamp per extra: .installed-test (make test), .installed-spark (make spark)
+$(VENV)/.installed-%: pyproject.toml setup.py $(SOURCES) | $(BIN)/python compiler
+	$(BIN)/pip install -q -e '.[$*]'
 	touch $@
 
 $(VENV)/.installed: pyproject.toml setup.py $(SOURCES) | $(BIN)/python compiler
@@ -43,6 +45,10 @@ run: $(VENV)/.installed
 # etcd, nsqlookupd, three nsqd replicating each message to two of them, nsqadmin
 run-replicated: $(VENV)/.installed etcd
 	exec $(BIN)/nsqpy cluster --nsqd 3 --replication-factor 2 --data-path $(DATA)
+
+# The spark extra (PySpark, PyArrow, pandas, Spark Connect's client) in the
+# venv `make run` made, and Java 17 when none is found; `make test` has both
+spark: $(VENV)/.installed-spark java
 
 # On a new machine the venv's install (mostly a minute of compiling, on one
 # core) and the Debian packages the tests need (their downloads and dpkg)

@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,36 @@ def archive_command(nsqd, topic, out, *extra):
 def rows_at_least(rows: int):
     """A status line (``batches 3, rows 1200 (400/s), lag ...``) reporting ``rows`` or more."""
     return lambda line: line.startswith("batches ") and int(line.split("rows ")[1].split()[0]) >= rows
+
+
+@dataclass
+class ConnectServer:
+    url: str  # sc://127.0.0.1:<port>
+    process: GroupProcess  # its output, for what it logs
+
+
+@pytest.fixture(scope="module")
+def connect_client_packages():
+    """Part of the ``spark`` extra: missing means a broken install, not a skip."""
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        pytest.fail("Spark Connect needs the spark extra's grpcio, grpcio-status, googleapis-common-protos "
+                    "and zstandard: .venv/bin/pip install -e '.[spark]'")
+
+
+@pytest.fixture(scope="module")
+def connect_server(connect_client_packages):
+    """docs/spark.md's ``nsqpy spark-connect-server`` on ``local[2]`` (a port
+    the system picks), in an environment without PYSPARK_PYTHON, one per test
+    module (clients of other modules do not reach it), stopped at the end of
+    the module whatever happened."""
+    server = GroupProcess([os.path.join(os.path.dirname(sys.executable), "nsqpy"), "spark-connect-server",
+                           "--master=local[2]", "--port=0", "--conf=spark.ui.enabled=false",
+                           "--conf=spark.sql.shuffle.partitions=2"],
+                          env={"PYSPARK_PYTHON": "", "PYSPARK_DRIVER_PYTHON": ""})
+    try:
+        port = server.wait_for(r"Spark Connect server started at: \S+:(\d+)", timeout=90).group(1)
+        yield ConnectServer(f"sc://127.0.0.1:{port}", server)
+    finally:
+        server.stop()

@@ -1,11 +1,10 @@
 """The ``nsq`` data source from a Spark Connect client: a Connect server
-started with ``nsqpy spark-connect-server`` on 127.0.0.1 (one for the module), and a
-client process (``connect_client.py``) that registers the source through its
+started with ``nsqpy spark-connect-server`` on 127.0.0.1 (``connect_server``,
+one for the module), and a client process (``connect_client.py``) that registers the source through its
 session, publishes with ``write.format("nsq")``, archives with each reader
 and relays with ``writeStream.format("nsq")``: every row checked here."""
 
 import json
-import os
 import sys
 
 import pytest
@@ -20,34 +19,8 @@ from .connect_client import bodies
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(scope="module", autouse=True)
-def connect_client_packages():
-    """Part of the ``spark`` extra: missing means a broken install, not a skip."""
-    try:
-        import grpc  # noqa: F401
-    except ImportError:
-        pytest.fail("Spark Connect needs the spark extra's grpcio, grpcio-status, googleapis-common-protos "
-                    "and zstandard: .venv/bin/pip install -e '.[spark]'")
-
-
-@pytest.fixture(scope="module")
-def connect_url():
-    """``sc://127.0.0.1:<port>``: docs/spark.md's ``nsqpy spark-connect-server``
-    on ``local[2]`` (a port the system picks), in an environment without
-    PYSPARK_PYTHON, stopped at the end of the module whatever happened."""
-    server = GroupProcess([os.path.join(os.path.dirname(sys.executable), "nsqpy"), "spark-connect-server",
-                           "--master=local[2]", "--port=0", "--conf=spark.ui.enabled=false",
-                           "--conf=spark.sql.shuffle.partitions=2"],
-                          env={"PYSPARK_PYTHON": "", "PYSPARK_DRIVER_PYTHON": ""})
-    try:
-        port = server.wait_for(r"Spark Connect server started at: \S+:(\d+)", timeout=90).group(1)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
 @pytest.mark.parametrize("reader", ["driver", "executors", "log"])
-def test_a_connect_client_publishes_archives_and_relays_every_row_once(connect_url, spark_nsqd, topic, tmp_path,
+def test_a_connect_client_publishes_archives_and_relays_every_row_once(connect_server, spark_nsqd, topic, tmp_path,
                                                                          reader):
     relay_topic = f"{topic[:50]}_relay"
     assert http_json("POST", f"{spark_nsqd.http_url}/topic/create?topic={topic}")[0] == 200
@@ -55,8 +28,9 @@ def test_a_connect_client_publishes_archives_and_relays_every_row_once(connect_u
         assert http_json("POST", f"{spark_nsqd.http_url}/topic/config?topic={topic}&retention=1h")[0] == 200
     for channel in ("archive", "relay"):
         assert http_json("POST", f"{spark_nsqd.http_url}/channel/create?topic={topic}&channel={channel}")[0] == 200
-    client = GroupProcess([sys.executable, "-m", "tests.spark.connect_client", connect_url, spark_nsqd.tcp_address,
-                           spark_nsqd.http_address, topic, relay_topic, str(tmp_path), reader, "2000"])
+    client = GroupProcess([sys.executable, "-m", "tests.spark.connect_client", connect_server.url,
+                           spark_nsqd.tcp_address, spark_nsqd.http_address, topic, relay_topic, str(tmp_path),
+                           reader, "2000"])
     try:
         assert client.wait(180) == 0, client.output[-6000:]
     finally:

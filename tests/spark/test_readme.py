@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.support.wire import http
+from tests.support.wire import http, http_json, wait_until
 
 from .conftest import publish, wait_for_registration
 
@@ -41,21 +41,27 @@ def run(code: str, cwd, addresses: dict, shell: bool = False) -> str:
     return result.stdout
 
 
+def channels(nsqd, topic: str) -> list[str]:
+    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")
+    return sorted(channel["channel_name"] for found in stats["topics"] for channel in found["channels"])
+
+
 def test_the_spark_snippets_run_as_printed_in_order(start_nsqd, start_lookupd, tmp_path):
+    """The first snippet publishes the messages it reads, on a first run,
+    and leaves no channel behind to pile up later messages."""
     lookupd = start_lookupd()
     nsqd = start_nsqd(f"--lookupd-tcp-address={lookupd.tcp_address}")
     addresses = {"127.0.0.1:4161": lookupd.http_address, "127.0.0.1:4150": nsqd.tcp_address,
                  "127.0.0.1:4151": nsqd.http_address, ".venv/bin/": os.path.dirname(sys.executable) + "/"}
     python = [block for block in blocks("python") if CONNECT not in block and '"clicks"' not in block]
     read_and_write, read_archive = "".join(python[:2]), python[2]
-    # what the section says to do first: each job's channel exists before messages arrive
+    # what the section says to do first: nsq_to_parquet's channel exists before messages arrive
     assert http("POST", f"{nsqd.http_url}/topic/create?topic=events")[0] == 200
-    for channel in ("spark", "nsq_to_parquet"):
-        assert http("POST", f"{nsqd.http_url}/channel/create?topic=events&channel={channel}")[0] == 200
+    assert http("POST", f"{nsqd.http_url}/channel/create?topic=events&channel=nsq_to_parquet")[0] == 200
     wait_for_registration(lookupd, "events", 1)
-    publish(nsqd, "events", [b"event %d" % i for i in range(100)])
 
     assert "100 messages archived" in run(read_and_write, tmp_path, addresses)
+    wait_until(lambda: channels(nsqd, "events") == ["nsq_to_parquet"])  # the snippet's own channel is gone
     archive_commands = [line for line in blocks("sh")[0].splitlines() if "--available-now" in line]
     assert len(archive_commands) == 1
     run(archive_commands[0], tmp_path, addresses, shell=True)

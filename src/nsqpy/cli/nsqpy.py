@@ -12,7 +12,9 @@ survivor taking a replicated node's messages over) can be watched;
 ``nsqpy spark-connect-server`` runs a Spark Connect server from the pyspark
 install whose Python workers are this Python, so they import nsqpy (the
 ``nsq`` source and sink run there): what ``spark-submit --class
-...SparkConnectServer`` does, without the environment it needs by hand.
+...SparkConnectServer`` does, without the environment it needs by hand,
+and logging at WARN (nsqpy/spark/connect_server_log4j2.properties), as
+Spark's INFO is a hundred lines and more for each client's query.
 """
 
 import argparse
@@ -20,6 +22,7 @@ import os
 import signal
 import sys
 import time
+from importlib import resources
 
 from ..localcluster import LocalCluster
 from ..version import nsqpy_version_line
@@ -95,6 +98,8 @@ def _what_follows(args) -> str:
 
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: warnings, errors and the address it listens on (Spark logs at INFO by default)
+CONNECT_SERVER_LOG_CONFIG = "connect_server_log4j2.properties"
 
 
 def spark_connect_server(args) -> int:
@@ -113,6 +118,7 @@ def spark_connect_server(args) -> int:
     env = {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable}
     env.setdefault("SPARK_LOCAL_IP", args.host)
+    env.setdefault("LOG4J_CONFIGURATION_FILE", str(resources.files("nsqpy") / "spark" / CONNECT_SERVER_LOG_CONFIG))
     os.execve(command[0], command, env)
 
 
