@@ -1,6 +1,6 @@
 """What replication costs, and how fast a dead nsqd is taken over.
 
-    python bench/replication_bench.py [--runfor 5] [--rounds 2] [--kills 20]
+    python bench/replication_bench.py [--runfor 5] [--rounds 2] [--kills 20] [--backlog 1000000]
 
 Publishing: bench_writer (MPUB of 200, then PUB) against one nsqd alone
 (R=1), against the same nsqd with --replication-factor=2 and one peer, and
@@ -10,6 +10,11 @@ Takeover: three nsqd (R=2), a topic with a channel and messages published
 on one node while raw consumers (RDY, no FIN) hold a connection to the
 others; the node is SIGKILLed, and the time to the first message a
 survivor delivers is taken, --kills times (the node restarts in between).
+Memory: --backlog messages of 200 B published on one of two nsqd (R=2), two
+topics with two channels each, and the resident memory of the origin and of
+the peer that holds the copies: the peer at the default --mem-queue-size
+(bodies past 10,000 per topic on disk) and at one past the backlog (all in
+memory).
 Needs etcd (Debian's etcd-server; `make test` installs it).
 """
 
@@ -62,7 +67,7 @@ def pub_round_trips(address: str, topic: str, count: int = 5000) -> list[float]:
 
 
 def replicated_nsqd(stack: ExitStack, data: str, etcd: EtcdProcess, index: int, ports=None,
-                    ack: str = "memory") -> DaemonProcess:
+                    ack: str = "memory", extra: tuple[str, ...] = ()) -> DaemonProcess:
     path = os.path.join(data, f"nsqd{index}")
     os.makedirs(path, exist_ok=True)
     tcp, http = ports or (0, 0)
@@ -70,7 +75,7 @@ def replicated_nsqd(stack: ExitStack, data: str, etcd: EtcdProcess, index: int, 
         f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}", "--https-address=127.0.0.1:0",
         f"--data-path={path}", "--broadcast-address=127.0.0.1", f"--node-id={index + 1}",
         "--replication-factor=2", f"--etcd-endpoint={etcd.client_url}", "--replication-lease=3s",
-        f"--replication-ack={ack}",
+        f"--replication-ack={ack}", *extra,
     ]))
 
 
@@ -154,24 +159,73 @@ def takeovers(args, data: str, etcd: EtcdProcess) -> list[float]:
     return times
 
 
+def stats(daemon: DaemonProcess) -> dict:
+    return json.loads(urllib.request.urlopen(f"{daemon.http_url}/stats?format=json", timeout=60).read())
+
+
+def resident_mb(daemon: DaemonProcess) -> float:
+    with open(f"/proc/{daemon.process.pid}/status") as status:
+        kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return kb / 1024
+
+
+def backlog_memory(count: int, data: str, etcd: EtcdProcess, peer_memory: int | None) -> tuple[float, float, int]:
+    """(origin MB, peer MB, peer's bytes on disk) once the peer holds ``count`` copies."""
+    extra = () if peer_memory is None else (f"--mem-queue-size={peer_memory}",)
+    with ExitStack() as stack:
+        path = os.path.join(data, f"m{time.monotonic_ns()}")
+        origin = replicated_nsqd(stack, path, etcd, 0)
+        peer = replicated_nsqd(stack, path, etcd, 1, extra=extra)
+        wait_peers(origin, 1)
+        topics = ("backlog_a", "backlog_b")
+        for topic in topics:
+            post(f"{origin.http_url}/topic/create?topic={topic}")
+            for channel in ("ch1", "ch2"):
+                post(f"{origin.http_url}/channel/create?topic={topic}&channel={channel}")
+        host, _, port = origin.tcp_address.rpartition(":")
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(MAGIC_V2)
+            for first in range(0, count, 5000):
+                sock.sendall(commands.mpub(topics[first // 5000 % 2], [b"x" * 200] * min(5000, count - first)))
+                if sock.recv(64) != OK_FRAME:
+                    raise SystemExit("MPUB was not answered OK")
+        shadow = next(s for s in stats(peer)["replication"]["shadows"])
+        if shadow["messages"] != count:
+            raise SystemExit(f"the peer holds {shadow['messages']} copies of {count}")
+        return resident_mb(origin), resident_mb(peer), shadow["spilled_bytes"]
+
+
+def print_publishing(rows: dict) -> None:
+    print()
+    print(f"| write | {' | '.join(MODES)} | {' | '.join(m + ' / R=1' for m in MODES[1:])} |")
+    print("|---|" + "---:|" * (2 * len(MODES) - 1))
+    for kind in ("MPUB 200", "PUB", "PUB p50 ms", "PUB p99 ms"):
+        values = [statistics.median(rows[(kind, mode)]) for mode in MODES]
+        shown = [f"{v:,.2f}" if "ms" in kind else f"{v:,.0f}" for v in values]
+        print(f"| {kind} | {' | '.join(shown)} | {' | '.join(f'{v / values[0]:.2f}' for v in values[1:])} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--runfor", default="5")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--kills", type=int, default=20)
+    p.add_argument("--backlog", type=int, default=0, help="messages held, for the memory table (0: none)")
     args = p.parse_args()
     rows: dict = {}
     with tempfile.TemporaryDirectory() as data, EtcdProcess(os.path.join(data, "etcd")) as etcd:
         for _ in range(args.rounds):
             for mode in MODES:
                 publishing(args, data, etcd, mode, rows)
-        print()
-        print(f"| write | {' | '.join(MODES)} | {' | '.join(m + ' / R=1' for m in MODES[1:])} |")
-        print("|---|" + "---:|" * (2 * len(MODES) - 1))
-        for kind in ("MPUB 200", "PUB", "PUB p50 ms", "PUB p99 ms"):
-            values = [statistics.median(rows[(kind, mode)]) for mode in MODES]
-            shown = [f"{v:,.2f}" if "ms" in kind else f"{v:,.0f}" for v in values]
-            print(f"| {kind} | {' | '.join(shown)} | {' | '.join(f'{v / values[0]:.2f}' for v in values[1:])} |")
+        if rows:
+            print_publishing(rows)
+        if args.backlog:
+            print(f"\n| {args.backlog:,} x 200 B held | origin MB | peer MB | peer's bodies on disk MB |")
+            print("|---|---:|---:|---:|")
+            for label, peer_memory in (("peer at --mem-queue-size 10000", None),
+                                       ("peer with all in memory", args.backlog + 1)):
+                origin_mb, peer_mb, spilled = backlog_memory(args.backlog, data, etcd, peer_memory)
+                print(f"| {label} | {origin_mb:,.0f} | {peer_mb:,.0f} | {spilled / 2 ** 20:,.0f} |", flush=True)
         if args.kills:
             times = sorted(takeovers(args, data, etcd))
             print(f"\ntakeover, kill -9 to first redelivered message, {len(times)} kills: "

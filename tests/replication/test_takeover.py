@@ -10,8 +10,9 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from nsqpy.protocol import commands
 from tests.replication.conftest import acknowledged, held_for, mpub
-from tests.support.wire import http, wait_until
+from tests.support.wire import WireConn, http, wait_until
 
 pytestmark = pytest.mark.replication
 
@@ -222,6 +223,47 @@ def test_two_topics_with_the_same_ids_are_both_taken_over_whole(replicated, topi
         reader.wait_for(sent, timeout=TAKEOVER_WINDOW)
     time.sleep(2)  # a late hand-over would be delivered by now
     assert [sum(reader.handled().values()) for reader in readers] == [len(sent)] * 4
+
+
+def test_copies_past_memory_are_held_on_disk_and_taken_over_whole(replicated, topic):
+    """--mem-queue-size=100: the peer keeps the bodies past 100 copies per
+    topic on disk, as the origin keeps its queues; 500 finished on one
+    channel leave that channel's copies, and a takeover delivers the rest
+    of every channel, bodies and all, once."""
+    cluster = replicated(nsqd_args=("--mem-queue-size=100",))
+    cluster.wait_connected()
+    origin = cluster.nsqds[0]
+    topics = [f"{topic[:60]}_{suffix}" for suffix in "ab"]
+    for name in topics:
+        for channel in ("ch1", "ch2"):
+            cluster.create_channel(name, channel)
+    sent: set[str] = set()
+    for first in range(0, 2000, 100):
+        for name in topics:
+            sent |= mpub(origin, name, range(first, first + 100))
+    with WireConn(origin.tcp_hostport) as conn:
+        conn.subscribe(topics[0], "ch1", rdy=500)
+        finished = conn.messages(500)
+        conn.send(commands.rdy(0))
+        for message in finished:
+            conn.send(commands.fin(message.id))
+
+        def finished_and_told():  # the FINs are in, and every batch since has the peers' OK
+            stats = cluster.stats(0)
+            channel = next(c for t in stats["topics"] if t["topic_name"] == topics[0]
+                           for c in t["channels"] if c["channel_name"] == "ch1")
+            return channel["in_flight_count"] == 0 and all(p["lag_ms"] == 0 for p in stats["replication"]["peers"])
+        wait_until(finished_and_told, timeout=30)
+    peer = next(shadow for shadow in cluster.stats(1)["replication"]["shadows"]
+                if shadow["origin"] == origin.tcp_address)
+    assert peer["messages"] == 4000 and peer["spilled_bytes"] > 3000 * len(b"m1999")
+    origin.kill()
+    readers = {(name, channel): cluster.reader(name, channel) for name in topics for channel in ("ch1", "ch2")}
+    rest = sent - {message.body.decode() for message in finished}
+    for key, reader in readers.items():
+        reader.wait_for(rest if key == (topics[0], "ch1") else sent, timeout=TAKEOVER_WINDOW)
+    time.sleep(2)  # a late hand-over would be delivered by now
+    assert [sum(reader.handled().values()) for reader in readers.values()] == [len(rest)] + [len(sent)] * 3
 
 
 def test_a_clean_stop_keeps_the_copies_it_holds_for_others(replicated, topic):

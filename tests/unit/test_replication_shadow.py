@@ -244,3 +244,57 @@ def test_a_message_sent_once_per_channel_that_holds_it_is_owed_to_each():
         (ID_A, b"x", {"a"}), (ID_B, b"y", {"a", "b", "c"}), (ID_C, b"z", {"b"})]
     shadow.apply(read_records(batch(done_record("t", "a", [ID_A, ID_B]), done_record("t", "b", [ID_B]))))
     assert owed(shadow) == {ID_B: {"c"}, ID_C: {"b"}}
+
+
+def _spilling_shadow(tmp_path, memory_messages: int) -> Shadow:
+    shadow = Shadow("n1:4150", 7, str(tmp_path / "spill"), memory_messages)
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), event_record(CHANNEL, "t", "b"))))
+    return shadow
+
+
+def _spill_files(tmp_path) -> list[str]:
+    return sorted(os.listdir(tmp_path / "spill")) if (tmp_path / "spill").exists() else []
+
+
+def test_bodies_past_memory_go_to_disk_and_come_back_as_they_were(tmp_path):
+    shadow = _spilling_shadow(tmp_path, memory_messages=2)
+    ids = [b"%016d" % n for n in range(6)]
+    shadow.apply(read_records(batch(
+        published_record("t", 1, 0, ids[:3], encode_mpub_body([b"m0", b"m1", b"m2"]), ("a", "b")),
+        published_record("t", 2, 0, ids[3:5], encode_mpub_body([b"m3", b"m4"]), ("a", "b")),
+        pub("t", ids[5], b"m5", ("a", "b")))))
+    assert shadow.spilled_bytes == len(encode_mpub_body([b"m0", b"m1", b"m2"])) + len(encode_mpub_body([b"m3", b"m4"]))
+    shadow.apply(read_records(batch(done_record("t", "a", [ids[0], ids[3]]), done_record("t", "b", [ids[3]]))))
+    assert [(i, body, channels) for i, body, _, _, channels in shadow.topics["t"].owed()] == [
+        (ids[0], b"m0", {"b"}), (ids[1], b"m1", {"a", "b"}), (ids[2], b"m2", {"a", "b"}),
+        (ids[4], b"m4", {"a", "b"}), (ids[5], b"m5", {"a", "b"})]
+    rebuilt = Shadow("n1:4150", 7)
+    for part in shadow.payload_slices():
+        rebuilt.apply(read_records(part))
+    assert list(rebuilt.topics["t"].owed()) == list(shadow.topics["t"].owed())
+    assert _spill_files(tmp_path)
+    shadow.close()
+    assert _spill_files(tmp_path) == []
+
+
+def test_a_spilled_segment_goes_once_nothing_in_it_is_owed(tmp_path, monkeypatch):
+    from nsqpy.nsqd.replication import shadowspill
+
+    monkeypatch.setattr(shadowspill, "SEGMENT_BYTES", 100)
+    shadow = _spilling_shadow(tmp_path, memory_messages=0)
+    ids = [b"%016d" % n for n in range(4)]
+    for message_id in ids:  # 100-byte bodies: a segment each
+        shadow.apply(read_records(batch(pub("t", message_id, b"x" * 100, ("a",)))))
+    assert len(_spill_files(tmp_path)) == 4
+    shadow.apply(read_records(batch(done_record("t", "a", ids[:2]))))
+    shadow.apply(read_records(batch(pub("t", b"%016d" % 9, b"y" * 100, ("a",)))))
+    assert len(_spill_files(tmp_path)) == 3  # the first two went; the third is still owed, the fourth is written
+    assert [body for _, body, _, _, _ in shadow.topics["t"].owed()] == [b"x" * 100, b"x" * 100, b"y" * 100]
+
+
+def test_a_disk_that_refuses_the_bodies_leaves_them_in_memory(tmp_path):
+    (tmp_path / "spill").write_text("not a directory")
+    shadow = Shadow("n1:4150", 7, str(tmp_path / "spill"), 0)
+    shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), pub("t", ID_A, b"kept", ("a",)))))
+    assert isinstance(shadow.spill_failure, OSError)
+    assert owed(shadow) == {ID_A: {"a"}} and [b for _, b, _, _, _ in shadow.topics["t"].owed()] == [b"kept"]

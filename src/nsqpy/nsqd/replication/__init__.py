@@ -82,7 +82,9 @@ on a leader elsewhere.
 
 What it costs: every accepted byte crosses loopback or the LAN once per
 peer, a publish waits one round trip to its peers, and a peer keeps each
-copy in memory until the origin's channels are through with it.
+copy until the origin's channels are through with it: in memory up to
+``--mem-queue-size`` per topic, the bodies of the rest on disk
+(``shadowspill.py``), the ids in memory.
 Bounds: a message finished in the last turn before a crash may be
 delivered again by the survivor (same id); one finished by a node that
 was frozen past its lease may be delivered by both. A node that dies in

@@ -27,6 +27,7 @@ from .departures import Departures
 from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink, ReplicationShort
 from .membership import AddressTaken, Membership
+from . import shadowspill
 from .shadow import SLICE, Shadow
 from .shadowlog import ShadowLogs
 from .snapshot import Snapshot
@@ -86,6 +87,7 @@ class Replicator:
         self.lost: dict[str, int] = {}  # origin -> epochs lost with their replicas
         self.etcd_ok = False
         self.logs: ShadowLogs | None = None  # --replication-ack=disk: the shadows' logs
+        self._spill_directory = os.path.join(nsqd.data_path, "replication", "spill")  # bodies past memory
         self._acks: Acks | None = None
         self._pending_acks: dict[str, list[Acks]] = {}  # per link: publishes it answers for in place of a lost one
         self._ring: list[PeerLink] = []  # the peers that take this node's copies
@@ -113,6 +115,7 @@ class Replicator:
         self.node = node
         self.membership = Membership(self.etcd, self.prefix, node, self.lease_ttl)
         logs = ShadowLogs(self.nsqd.data_path, asyncio.get_running_loop())
+        shadowspill.clear(self._spill_directory)
         read_back = self._replay_logs(logs)
         if self.nsqd.options.replication_ack == "disk":
             self.logs = logs
@@ -144,7 +147,7 @@ class Replicator:
         members if its origin is gone. -> the shadows read back."""
         read_back = []
         for origin, epoch, payloads in logs.load():
-            shadow = self.shadows[(origin, epoch)] = Shadow(origin, epoch)
+            shadow = self.shadows[(origin, epoch)] = self._new_shadow(origin, epoch)
             shadow.created = 0.0
             try:
                 for payload in payloads:
@@ -226,9 +229,15 @@ class Replicator:
         for link in list(self.links.values()):
             link.close()
         self._keep_shadows()
+        for shadow in self.shadows.values():
+            shadow.close()
         if self.logs is not None:
             self.logs.close()
         await self.etcd.close()
+
+    def _new_shadow(self, origin: str, epoch: int) -> Shadow:
+        """Bodies past --mem-queue-size messages per topic go to disk, as the node's own queues' do."""
+        return Shadow(origin, epoch, self._spill_directory, self.nsqd.options.mem_queue_size)
 
     def _keep_shadows(self) -> None:
         """The copies held for others are acknowledged messages too: a
@@ -381,10 +390,12 @@ class Replicator:
         self._busy.discard(key)
         newer = self.shadows.get(key)
         if newer is not None:
-            merged = Shadow(shadow.origin, shadow.epoch)
+            merged = self._new_shadow(shadow.origin, shadow.epoch)
             merged.created = min(shadow.created, newer.created)
             for payload in (*shadow.payload_slices(), *newer.payload_slices()):
                 merged.apply(read_records(payload))
+            shadow.close()
+            newer.close()
             shadow = merged
             if self.logs is not None:
                 self.logs.rewrite(*key, shadow.as_payload())
@@ -398,6 +409,7 @@ class Replicator:
         self._busy.discard(key)
         if self.shadows.get(key) is shadow:
             del self.shadows[key]
+        shadow.close()
         if self.logs is not None:
             newer = self.shadows.get(key)
             if newer is None:
@@ -748,8 +760,11 @@ class Replicator:
                 raise ReplicationError(f"origin {origin!r} epoch {epoch} is no node's")
         records = list(read_records(payload))  # all of it parses, or none of it counts
         if shadow is None:
-            shadow = self.shadows[key] = Shadow(origin, epoch)
+            shadow = self.shadows[key] = self._new_shadow(origin, epoch)
         shadow.apply(records)
+        if shadow.spill_failure is not None:
+            self._peer_trouble.error(f"REPLICATION: cannot write copies of {origin} to disk "
+                                     f"({shadow.spill_failure}): holding them in memory")
         logs = self.logs
         if logs is None:
             return None
@@ -776,7 +791,8 @@ class Replicator:
             "replication_factor": self.factor,
             "etcd_ok": self.etcd_ok,
             "peers": peers,
-            "shadows": [{"origin": origin, "epoch": epoch, "messages": len(shadow)}
+            "shadows": [{"origin": origin, "epoch": epoch, "messages": len(shadow),
+                         "spilled_bytes": shadow.spilled_bytes}
                         for (origin, epoch), shadow in sorted(self.shadows.items())],
             "takeovers": self.takeovers,
             "adopted_messages": self.adopted,

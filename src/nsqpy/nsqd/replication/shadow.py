@@ -11,15 +11,20 @@ records come in one batch).
 A copy costs a peer what it costs the origin, or less: the messages of
 one PUB or MPUB stay as the one record they came in (``Copies``), and
 each id points at its place there. Only a message that some channels
-are done with, and others not yet, gets a set of its own.
+are done with, and others not yet, gets a set of its own. Past
+``memory_messages`` per topic (nsqd's ``--mem-queue-size``), the bodies of
+the oldest records go to disk (shadowspill.py); their ids, and which
+channels each is owed to, stay in memory.
 """
 
 import time
+from collections import deque
 from typing import Iterator
 
 from ...protocol.commands import encode_mpub_body
 from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, UNPAUSED, ChannelEvent, Done,
                                      Published, event_record, published_record, split_bodies)
+from .shadowspill import Spill
 
 
 SLICE = 5000  # messages handled per event-loop turn when a whole shadow is adopted, handed over or kept
@@ -33,13 +38,21 @@ def _channel_names(owed: set[str] | None) -> tuple[str, ...]:
 class Copies:
     """The messages of one ``Published`` record."""
 
-    __slots__ = ("record", "deliver_at", "owed", "partly_done")
+    __slots__ = ("record", "deliver_at", "owed", "partly_done", "spilled")
 
     def __init__(self, record: Published, owed: set[str] | None):
         self.record = record
         self.deliver_at = time.time() + record.defer_ms / 1000 if record.defer_ms else 0.0
         self.owed = owed  # the channels each message is owed to; None: waiting in the topic
         self.partly_done: dict[bytes, set[str]] = {}  # id -> its own channels still owed
+        self.spilled: tuple[Spill, tuple[int, int, int]] | None = None  # where the bodies went, once on disk
+
+    def bodies(self) -> bytes:
+        """The record's bodies (an MPUB body), from memory or from disk."""
+        if self.spilled is None:
+            return self.record.bodies
+        spill, place = self.spilled
+        return spill.read(place)
 
     def owed_by(self, message_id: bytes) -> set[str] | None:
         """``message_id``'s channels still owed; None while it waits in the topic."""
@@ -50,19 +63,23 @@ class Copies:
 
 
 class ShadowTopic:
-    __slots__ = ("channels", "paused", "messages", "_resolved")
+    __slots__ = ("channels", "paused", "messages", "_resolved", "_in_memory", "_in_memory_messages")
 
     def __init__(self) -> None:
         self.channels: set[str] = set()
         self.paused: set[str] = set()  # paused at the origin: channel names, "" for the topic
         self.messages: dict[bytes, Copies] = {}  # id -> the record that holds it, in publish order
         self._resolved: list[Copies] = []  # waited in the topic until this batch's first channel
+        self._in_memory: deque[Copies] = deque()  # records whose bodies are in memory, oldest first
+        self._in_memory_messages = 0  # their messages (done or not, until their record leaves memory)
 
     def add(self, record: Published) -> None:
         """A message held already (a snapshot sends one per channel that
         holds it) is owed to the channels of both."""
         owed = set(record.channels) or None  # none: waiting in the topic
         copies = Copies(record, owed)
+        self._in_memory.append(copies)
+        self._in_memory_messages += len(record.ids)
         messages = self.messages
         if messages.keys().isdisjoint(record.ids):
             messages.update(dict.fromkeys(record.ids, copies))
@@ -74,6 +91,28 @@ class ShadowTopic:
             elif owed is not None:
                 before = held.owed_by(message_id)
                 held.partly_done[message_id] = set(owed) if before is None else before | owed
+
+    def spill(self, spill: Spill, memory_messages: int) -> None:
+        """The bodies of the oldest records past ``memory_messages`` go to
+        ``spill``, in one write (kept in memory when the disk refuses it)."""
+        leaving: list[Copies] = []
+        while self._in_memory_messages > memory_messages and self._in_memory:
+            copies = self._in_memory.popleft()
+            self._in_memory_messages -= len(copies.record.ids)
+            messages = self.messages
+            if any(messages.get(message_id) is copies for message_id in copies.record.ids):
+                leaving.append(copies)
+        if not leaving:
+            return
+        try:
+            places = spill.write([copies.record.bodies for copies in leaving])
+        except OSError:
+            self._in_memory.extendleft(reversed(leaving))
+            self._in_memory_messages += sum(len(copies.record.ids) for copies in leaving)
+            raise
+        for copies, place in zip(leaving, places):
+            copies.record = copies.record._replace(bodies=b"")
+            copies.spilled = (spill, place)
 
     def done(self, channel: str, ids) -> None:
         messages = self.messages
@@ -141,18 +180,32 @@ class ShadowTopic:
         for message_id, copies in self.messages.items():
             record = copies.record
             if copies is not current:
-                current, by_id = copies, dict(zip(record.ids, split_bodies(record.bodies)))
+                current, by_id = copies, dict(zip(record.ids, split_bodies(copies.bodies())))
             yield (message_id, by_id[message_id], record.timestamp, copies.deliver_at, copies.owed_by(message_id))
 
 
 class Shadow:
-    """One origin's epoch, as told by its ``REPL`` batches."""
+    """One origin's epoch, as told by its ``REPL`` batches; with
+    ``spill_directory``, the bodies past ``memory_messages`` per topic are
+    kept there."""
 
-    def __init__(self, origin: str, epoch: int):
+    def __init__(self, origin: str, epoch: int, spill_directory: str | None = None, memory_messages: int = 0):
         self.origin = origin
         self.epoch = epoch
         self.topics: dict[str, ShadowTopic] = {}
         self.created = time.monotonic()
+        self.memory_messages = memory_messages
+        self._spill = None if spill_directory is None else Spill(spill_directory, origin, epoch)
+        self.spill_failure: OSError | None = None  # the disk refused the last spill: the bodies stayed in memory
+
+    @property
+    def spilled_bytes(self) -> int:
+        return 0 if self._spill is None else self._spill.bytes
+
+    def close(self) -> None:
+        """The shadow is done with: its bodies on disk go."""
+        if self._spill is not None:
+            self._spill.remove()
 
     def __len__(self) -> int:
         return sum(len(topic.messages) for topic in self.topics.values())
@@ -174,17 +227,18 @@ class Shadow:
             parts.extend(event_record(PAUSED, name, channel) for channel in sorted(topic.paused))
             for copies, ids in topic.held_records():
                 record = copies.record
+                all_bodies = copies.bodies()
                 defer_ms = max(0, int((copies.deliver_at - now) * 1000)) if copies.deliver_at else 0
                 if len(ids) == len(record.ids) and not copies.partly_done:
-                    parts.append(published_record(name, record.timestamp, defer_ms, ids, record.bodies,
+                    parts.append(published_record(name, record.timestamp, defer_ms, ids, all_bodies,
                                                   _channel_names(copies.owed)))
                 else:
-                    bodies = dict(zip(record.ids, split_bodies(record.bodies)))
+                    bodies = dict(zip(record.ids, split_bodies(all_bodies)))
                     parts.extend(published_record(name, record.timestamp, defer_ms, [message_id],
                                                   encode_mpub_body([bodies[message_id]]),
                                                   _channel_names(copies.owed_by(message_id))) for message_id in ids)
                 count += len(ids)
-                size += len(record.bodies)
+                size += len(all_bodies)
                 if count >= messages or size >= SLICE_BYTES:
                     yield b"".join(parts)
                     parts, count, size = [], 0, 0
@@ -218,6 +272,20 @@ class Shadow:
             topic = self.topics.get(name)
             if topic is not None:
                 topic.batch_ended()
+        if self._spill is not None:
+            self._spill_beyond_memory(self._spill)
+
+    def _spill_beyond_memory(self, spill: Spill) -> None:
+        self.spill_failure = None
+        for topic in self.topics.values():
+            try:
+                topic.spill(spill, self.memory_messages)
+            except OSError as error:
+                self.spill_failure = error
+                return
+        if spill.rolled:
+            spill.keep({copies.spilled[1][0] for topic in self.topics.values()
+                        for copies in topic.messages.values() if copies.spilled is not None})
 
     def _event(self, event: ChannelEvent, touched: set[str]) -> None:
         if event.kind == RESET:
