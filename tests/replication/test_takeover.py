@@ -202,13 +202,10 @@ def test_publishes_go_on_while_etcd_is_down_and_nothing_is_lost(replicated, topi
     print(report("etcd stopped and restarted", acked, reader.handled()))
 
 
-def test_two_topics_with_the_same_ids_are_both_taken_over_whole(replicated, topic):
-    """Message ids are unique per topic only (as in NSQ): the two topics
-    of one origin share them, and a takeover adopts every message of
-    each, for each of their channels."""
-    cluster = replicated()
+def two_topics_published(cluster, topic: str) -> tuple[list[str], set[str]]:
+    """Two topics with channels ch1 and ch2, and 2,000 messages MPUBbed to
+    each on node 0 (the same ids in both) -> (the topics, the bodies)."""
     cluster.wait_connected()
-    origin = cluster.nsqds[0]
     topics = [f"{topic[:60]}_{suffix}" for suffix in "ab"]
     for name in topics:
         for channel in ("ch1", "ch2"):
@@ -216,7 +213,17 @@ def test_two_topics_with_the_same_ids_are_both_taken_over_whole(replicated, topi
     sent: set[str] = set()
     for first in range(0, 2000, 100):
         for name in topics:
-            sent |= mpub(origin, name, range(first, first + 100))
+            sent |= mpub(cluster.nsqds[0], name, range(first, first + 100))
+    return topics, sent
+
+
+def test_two_topics_with_the_same_ids_are_both_taken_over_whole(replicated, topic):
+    """Message ids are unique per topic only (as in NSQ): the two topics
+    of one origin share them, and a takeover adopts every message of
+    each, for each of their channels."""
+    cluster = replicated()
+    origin = cluster.nsqds[0]
+    topics, sent = two_topics_published(cluster, topic)
     origin.kill()
     readers = [cluster.reader(name, channel) for name in topics for channel in ("ch1", "ch2")]
     for reader in readers:
@@ -231,16 +238,8 @@ def test_copies_past_memory_are_held_on_disk_and_taken_over_whole(replicated, to
     channel leave that channel's copies, and a takeover delivers the rest
     of every channel, bodies and all, once."""
     cluster = replicated(nsqd_args=("--mem-queue-size=100",))
-    cluster.wait_connected()
     origin = cluster.nsqds[0]
-    topics = [f"{topic[:60]}_{suffix}" for suffix in "ab"]
-    for name in topics:
-        for channel in ("ch1", "ch2"):
-            cluster.create_channel(name, channel)
-    sent: set[str] = set()
-    for first in range(0, 2000, 100):
-        for name in topics:
-            sent |= mpub(origin, name, range(first, first + 100))
+    topics, sent = two_topics_published(cluster, topic)
     with WireConn(origin.tcp_hostport) as conn:
         conn.subscribe(topics[0], "ch1", rdy=500)
         finished = conn.messages(500)
