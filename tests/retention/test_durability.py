@@ -9,8 +9,9 @@ import pytest
 
 from nsqpy.localcluster import nsqd_process
 from nsqpy.protocol import commands as cmd
+from nsqpy.topiclog.log import BACKLOG_FILE
 from tests.retention import logreader
-from tests.support.wire import WireConn, http, wait_until
+from tests.support.wire import WireConn, http, http_json, wait_until
 
 GO_NSQD = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nsq-v1.3.0" / "bin" / "nsqd"
 
@@ -67,6 +68,35 @@ def test_kill_9_while_publishing_loses_no_acknowledged_record_and_reuses_no_offs
     assert len(set(bodies)) == len(bodies)  # each once
     assert not set(acknowledged) - set(bodies)  # every acknowledged one
 
+
+
+def test_a_first_channel_nsqd_dat_never_listed_leaves_the_backlog_to_the_topic(start_nsqd, topic, tmp_path):
+    """A retained topic's backlog marker goes only once nsqd.dat lists the
+    first channel, which took the backlog by its replay cursor. nsqd killed
+    in between (made here: nsqd.dat and the marker put back as they were)
+    starts with the backlog still the topic's, and without that channel's
+    cursor, so the next first channel gets the whole backlog."""
+    data = tmp_path / "data"
+    flags = ("--retention=1h", "--mem-queue-size=10")  # the replay waits for a consumer: its cursor stays
+    nsqd = start_nsqd(*flags, data_path=data)
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    bodies = [b"backlog-%03d" % n for n in range(100)]
+    assert http("POST", f"{nsqd.http_url}/mpub?topic={topic}", b"\n".join(bodies))[0] == 200
+    log_dir = data / f"{topic}.log"
+    marker = (log_dir / BACKLOG_FILE).read_bytes()
+    metadata_before = (data / "nsqd.dat").read_text()  # the topic, no channel
+    assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel=first")[0] == 200
+    assert not (log_dir / BACKLOG_FILE).exists() and (log_dir / "first.replay").exists()
+    nsqd.kill()
+    (data / "nsqd.dat").write_text(metadata_before)
+    (log_dir / BACKLOG_FILE).write_bytes(marker)
+    nsqd = start_nsqd(*flags, data_path=data)
+    assert not (log_dir / "first.replay").exists()
+    stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")[1]
+    assert [(t["depth"], t["channels"]) for t in stats["topics"]] == [(100, [])]
+    with WireConn(nsqd.tcp_hostport) as conn:
+        conn.subscribe(topic, "next", rdy=200)
+        assert sorted(message.body for message in conn.messages(100)) == bodies
 
 
 def test_a_full_disk_refuses_the_retained_topic_only_and_keeps_what_it_took(start_nsqd, small_filesystem):

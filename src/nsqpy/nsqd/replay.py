@@ -47,6 +47,20 @@ def cursor_path(channel) -> str:
     return os.path.join(channel.topic.topic_log.directory, channel.name + CURSOR_SUFFIX)
 
 
+def remove_stale_cursors(topic) -> None:
+    """At start, after ``topic``'s channels are made from nsqd.dat: the
+    cursor of a channel nsqd.dat does not list goes. Such a channel was made
+    just before nsqd died, before nsqd.dat listed it; if it was taking the
+    topic's backlog, the backlog is still the topic's (Topic.get_channel),
+    and a channel of that name made later starts afresh, as in NSQ."""
+    topic_log = topic.topic_log
+    if topic_log is None:
+        return
+    for file_name in os.listdir(topic_log.directory):
+        if file_name.endswith(CURSOR_SUFFIX) and file_name[:-len(CURSOR_SUFFIX)] not in topic.channels:
+            os.remove(os.path.join(topic_log.directory, file_name))
+
+
 class Replay:
     """The cursor of one channel catching up with its topic's log."""
 
@@ -90,6 +104,8 @@ class Replay:
         except (OSError, ValueError) as error:
             channel.topic.nsqd.log.error("CHANNEL(%s): cannot read its replay cursor: %s", channel.name, error)
             return
+        if channel.replay is not None:  # started from the topic's backlog: the cursor is further on
+            channel.replay.cancel()
         channel.replay = cls(channel, offset, live_from)
 
     def backlog(self) -> int:

@@ -26,7 +26,7 @@ from .latency import LatencyWindow
 from .lookup import LookupPeer
 from .options import NsqdOptions
 from .queue import MessageQueue, MessagesLost
-from .replay import Replay
+from .replay import Replay, remove_stale_cursors
 from .tls import server_context
 from .tcp import V2Protocol
 from .bounds import QueueFull
@@ -284,6 +284,7 @@ class NSQD:
                     if channel_paused:
                         channel.pause()
                     Replay.resume(channel)
+                remove_stale_cursors(topic)
                 if paused:
                     topic.pause()
         finally:

@@ -59,7 +59,7 @@ class Topic:
         """Messages waiting for a channel: in the topic's queue, or in its
         log while a retained topic has none."""
         topic_log = self.topic_log
-        if topic_log is None or topic_log.backlog_from is None:
+        if topic_log is None or topic_log.backlog_from is None or self.channels:
             return len(self.queue)
         return len(self.queue) + topic_log.latest - topic_log.backlog_from
 
@@ -287,11 +287,20 @@ class Topic:
             self.channels[name] = channel
             topic_log = self.topic_log
             if topic_log is not None and topic_log.backlog_from is not None:  # the first channel takes the backlog
-                Replay.start(channel, topic_log.backlog_from)  # its cursor on disk first, then the marker goes
-                topic_log.take_backlog()
+                Replay.start(channel, topic_log.backlog_from)
+                self._forget_backlog_once_listed(channel)
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()
         return channel
+
+    def _forget_backlog_once_listed(self, channel: Channel) -> None:
+        """The topic's backlog marker goes once nsqd.dat lists ``channel``,
+        which took the backlog: nsqd killed before then finds the backlog
+        still the topic's, for whichever channel comes first again."""
+        def listed(_written) -> None:
+            if self.topic_log is not None and self.channels.get(channel.name) is channel:
+                self.topic_log.take_backlog()
+        self.nsqd.persist_metadata(self).add_done_callback(listed)
 
     def delete_channel(self, name: str) -> None:
         channel = self.channels.pop(name, None)
