@@ -86,7 +86,7 @@ def test_retention_by_bytes_removes_whole_segments_during_reads(start_nsqd, topi
     assert [body for _, _, _, body in records] == bodies[extent["earliest_offset"]:]
 
 
-def test_a_topics_retention_is_kept_across_restarts_and_turned_off_on_request(start_nsqd, topic, tmp_path):
+def test_a_topics_retention_is_kept_across_restarts_turned_off_and_on_and_offsets_never_reused(start_nsqd, topic, tmp_path):
     data = tmp_path / "data"
     nsqd = start_nsqd(data_path=data)
     url = nsqd.http_url
@@ -105,6 +105,16 @@ def test_a_topics_retention_is_kept_across_restarts_and_turned_off_on_request(st
     assert http_json("POST", f"{url}/topic/config?topic={topic}&retention=0&retention_bytes=0")[0] == 200
     assert not (data / f"{topic}.log").exists()
     assert http_json("GET", f"{url}/topic/offsets?topic={topic}")[0] == 400
+    # retained again, then deleted and made again: offsets go on, never reused
+    assert http_json("POST", f"{url}/topic/config?topic={topic}&retention=1h")[0] == 200
+    assert (offsets(nsqd, topic)["earliest_offset"], offsets(nsqd, topic)["latest_offset"]) == (2, 2)
+    publish(nsqd, topic, [b"c"])
+    assert http("POST", f"{url}/topic/delete?topic={topic}")[0] == 200
+    assert http("POST", f"{url}/topic/create?topic={topic}")[0] == 200
+    assert http_json("POST", f"{url}/topic/config?topic={topic}&retention=1h")[0] == 200
+    publish(nsqd, topic, [b"d"])
+    assert (offsets(nsqd, topic)["earliest_offset"], offsets(nsqd, topic)["latest_offset"]) == (3, 4)
+    assert [(offset, body) for offset, _, _, body in logreader.read_all(url, topic, 3)] == [(3, b"d")]
 
 
 def test_a_restart_without_the_flag_keeps_the_log_untouched(start_nsqd, topic, tmp_path):

@@ -139,6 +139,20 @@ def test_retention_by_time_removes_whole_old_segments_and_keeps_offsets(tmp_path
     topic_log.close()
 
 
+def test_a_log_deleted_whole_leaves_its_next_offset_to_the_topics_next_log(tmp_path):
+    topic_log = open_log(tmp_path)
+    fill(topic_log, 30)
+    topic_log.append([b"p" * 16], [b"pending"], time.time_ns())  # given offset 30, never written
+    topic_log.delete()
+    assert sorted(os.listdir(tmp_path)) == ["t.log.next"]
+    topic_log = open_log(tmp_path)
+    assert (topic_log.earliest, topic_log.latest) == (31, 31)
+    topic_log.append([b"n" * 16], [b"next"], time.time_ns())
+    assert read_all(topic_log, 31)[:2] == ([31], [b"next"])
+    topic_log.close()
+    assert (open_log(tmp_path).latest) == 32  # its segment's name holds it from now on
+
+
 def test_retention_by_bytes_removes_the_oldest_segments_only(tmp_path):
     topic_log = open_log(tmp_path)
     bodies = fill(topic_log, 80)

@@ -6,7 +6,10 @@ offset (segment.py), each a run of chunks (protocol/logchunk.py). Only the
 last segment is written; a new one starts when a chunk would take it past
 ``segment_bytes`` (``--max-bytes-per-file``). The last segment is never
 deleted, so its name keeps the next offset through any restart even when
-retention has removed every record.
+retention has removed every record. A log deleted whole (its topic
+deleted, or its retention turned off) leaves ``<topic>.log.next`` with
+its next offset, where a new log of that topic begins: an offset a reader
+saw is never given to another record.
 
 Writes: a publish's records wait in memory until the end of the event
 loop's turn (``flush``, called by the owner when ``on_pending`` asks, and
@@ -40,6 +43,7 @@ from .segment import SEGMENT_SUFFIX, Segment
 CHUNK_RECORDS: Final = 8192  # a turn's records beyond this start another chunk
 CHUNK_BYTES: Final = 4 * 1024 * 1024
 BACKLOG_FILE: Final = "backlog"  # where a channel-less topic's backlog starts in the log
+NEXT_SUFFIX: Final = ".next"  # beside a deleted log's directory: the offset its topic's next log begins at
 DEFAULT_READ_BYTES: Final = 16 * 1024 * 1024
 MAX_READ_BYTES: Final = 256 * 1024 * 1024
 
@@ -456,8 +460,8 @@ class TopicLog:
             self.segments.append(segment)
             self.bytes += segment.size
         if not self.segments:
-            self._start_segment(0)
-            self._next_offset = 0
+            self._next_offset = self._left_by_deleted_log()
+            self._start_segment(self._next_offset)
             return
         active = self.segments[-1]
         self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
@@ -492,8 +496,25 @@ class TopicLog:
                 os.close(self._fd)
                 self._fd = -1
 
+    def _left_by_deleted_log(self) -> int:
+        try:
+            with open(self.directory + NEXT_SUFFIX, "rb") as f:
+                return int(f.read())
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as error:
+            self.logger.error("LOG(%s): cannot read %s%s (%s): offsets begin at 0", self.name, self.name,
+                              NEXT_SUFFIX, error)
+            return 0
+
     def delete(self) -> None:
-        """Every file of the log, and its directory."""
+        """Every file of the log, and its directory; its next offset is
+        kept beside it, for the topic's next log."""
+        try:
+            write_atomically(self.directory + NEXT_SUFFIX, b"%d\n" % self._next_offset)
+        except OSError as error:
+            self.logger.error("LOG(%s): cannot keep its next offset %d (%s): a new log of this topic "
+                              "begins at 0", self.name, self._next_offset, error)
         self._closed = True
         if self._fd >= 0:
             os.close(self._fd)
