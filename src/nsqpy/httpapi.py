@@ -165,6 +165,20 @@ class _NsqRequestHandler(RequestHandler):
         return response
 
 
+def made_on_first_request(make):
+    """An aiohttp handler that ``make()`` builds when its path is first
+    requested, so what only that path needs (the Prometheus client, for
+    ``/metrics``) loads then, not between the listening lines and /ping."""
+    handler = None
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        nonlocal handler
+        if handler is None:
+            handler = make()
+        return await handler(request)
+    return handle
+
+
 class _NsqServer(web.Server):
     def __call__(self) -> RequestHandler:
         return _NsqRequestHandler(self, loop=self._loop, **self._kwargs)

@@ -36,6 +36,41 @@ def test_the_client_and_the_spark_source_load_aiohttp_only_to_ask_nsqlookupd():
     assert result.stdout.strip() == "False"
 
 
+#: what a plain start must not load before its listening lines: the HTTP API
+#: and the Prometheus client come after them, the rest only when asked for
+NOT_BEFORE_LISTENING = {
+    "nsqd": (*DEFERRED, "nsqpy.nsqd.http", "nsqpy.topiclog", "nsqpy.nsqd.go_export", "nsqpy.nsqd.statsd"),
+    "nsqlookupd": (*DEFERRED, "nsqpy.nsqlookupd.http"),
+}
+
+
+def _imported(lines) -> list[str]:
+    """The modules ``-X importtime`` reported in ``lines``, in the order they finished."""
+    return [line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")]
+
+
+@pytest.mark.parametrize("program", ["nsqd", "nsqlookupd"])
+def test_serving_code_loads_after_the_listening_lines_and_prometheus_with_the_first_scrape(
+        program, tmp_path):
+    """``-X importtime`` reports each import on stderr as it finishes, in
+    order with the daemon's log lines."""
+    args = ["-X", "importtime", "-m", f"nsqpy.cli.{program}", *_args(program, tmp_path, "127.0.0.1:0")]
+    daemon = DaemonProcess(program, args, executable=sys.executable).start()
+    try:
+        lines = list(daemon.log_lines)
+        first_listening = next(i for i, line in enumerate(lines) if "listening on" in line)
+        before = _imported(lines[:first_listening])
+        assert f"nsqpy.{program}.server" in before  # the imports are being reported
+        assert [name for name in NOT_BEFORE_LISTENING[program] if name in before] == []
+        assert http("GET", f"{daemon.http_url}/ping")[0] == 200
+        daemon.wait_for_log(rf"\| +nsqpy\.{program}\.http$")  # the whole HTTP API is imported by now
+        assert "prometheus_client" not in _imported(daemon.log_lines)
+        assert http("GET", f"{daemon.http_url}/metrics")[0] == 200
+        daemon.wait_for_log(r"\| +prometheus_client$")
+    finally:
+        assert daemon.stop() == 0
+
+
 def _args(program: str, tmp_path, http_address: str) -> list[str]:
     args = ["--tcp-address=127.0.0.1:0", f"--http-address={http_address}"]
     return args + [f"--data-path={tmp_path}"] if program == "nsqd" else args

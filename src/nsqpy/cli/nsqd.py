@@ -2,14 +2,17 @@
 
 import sys
 
-from ..nsqd.go_export import export_for_go
 from ..nsqd.options import NsqdOptions
 from ..nsqd.server import NSQD
 from .run import daemon_main
 
 
 def export_if_asked(options: NsqdOptions, log) -> int | None:
-    return export_for_go(options, log) if options.export_for_go else None
+    if not options.export_for_go:
+        return None
+    from ..nsqd.go_export import export_for_go  # a one-off job: never on the way to listening
+
+    return export_for_go(options, log)
 
 
 def main(argv: list[str] | None = None) -> int:

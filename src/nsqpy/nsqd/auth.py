@@ -12,7 +12,6 @@ import json
 import random
 import re
 import time
-import urllib.parse
 from dataclasses import dataclass
 
 from ..net import client_tls_context
@@ -85,6 +84,8 @@ class AuthClient:
         self.ssl = client_tls_context(root_ca_file) if root_ca_file else None
 
     async def query(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState:
+        import urllib.parse  # as aiohttp: only a daemon that asks an auth server needs it
+
         import aiohttp
         params = {"common_name": common_name, "remote_ip": remote_ip, "secret": secret,
                   "tls": "true" if tls else "false"}
@@ -108,6 +109,8 @@ class AuthClient:
         raise AuthError("no auth server answered")
 
     async def _ask(self, session: "aiohttp.ClientSession", url: str, params: dict) -> tuple[int, bytes]:
+        import urllib.parse
+
         if self.method == "post":
             request = session.post(url, json={k: [v] for k, v in params.items()}, headers=NSQ_ACCEPT)
         else:

@@ -7,9 +7,8 @@ from aiohttp import web
 
 from ..version import version_line
 from ..httpapi import (MAX_CONFIG_BODY, HttpError, address_list, bool_param, empty_response, encoded_json_response,
-                       json_response, new_app, option_value, put_log_level, read_body, serve, text_response,
-                       topic_and_channel_params, topic_param)
-from ..metrics import daemon_registry, metrics_endpoint
+                       json_response, made_on_first_request, new_app, option_value, put_log_level, read_body, serve,
+                       text_response, topic_and_channel_params, topic_param)
 from ..net import split_host_port
 from ..options import parse_int
 from ..protocol import NSQ_VERSION
@@ -23,7 +22,6 @@ from .deferred_view import DEFAULT_LIMIT, MAX_LIMIT, deferred_listing
 from .expiry import parse_expire_action, parse_ttl_ms
 from .http_log import LogApi
 from .retention import parse_retention, parse_retention_bytes
-from .metrics import NsqdCollector
 from .replication.links import ReplicationShort
 from .topic import TopicExiting
 
@@ -45,7 +43,7 @@ class HttpApi:
             post("/pub", self.pub),
             post("/mpub", self.mpub),
             get("/stats", self.stats, allow_head=False),
-            get("/metrics", self._metrics_endpoint(), allow_head=False),
+            get("/metrics", made_on_first_request(self._metrics_endpoint), allow_head=False),
             post("/topic/create", self.topic_create),
             post("/topic/delete", self.topic_delete),
             post("/topic/empty", self.topic_empty),
@@ -68,6 +66,9 @@ class HttpApi:
         self._runner = await serve(app, sites)
 
     def _metrics_endpoint(self):
+        from ..metrics import daemon_registry, metrics_endpoint
+        from .metrics import NsqdCollector
+
         collector = NsqdCollector(self.nsqd)
         return metrics_endpoint(daemon_registry("nsqd", collector), collector.topic_families)
 

@@ -3,7 +3,6 @@
 import dataclasses
 import hashlib
 import socket
-import urllib.parse
 import zlib
 
 from ..net import split_host_port
@@ -22,6 +21,8 @@ def default_node_id() -> int:
 
 def _is_etcd_url(text: str) -> bool:
     """``http(s)://host:port`` (a missing scheme is http, as etcd's own clients take it)."""
+    import urllib.parse  # only a replicated nsqd names etcd: never on the way to a plain one's listening
+
     url = urllib.parse.urlsplit(text if "://" in text else f"http://{text}")
     try:
         return url.scheme in ("http", "https") and bool(url.hostname) and bool(url.port) and url.path in ("", "/")

@@ -15,14 +15,15 @@ Points in the log (``from=``): ``earliest``, ``latest``, an offset
 """
 
 import asyncio
-import datetime
 import os
 import re
 import time
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ..options import int_in_range, parse_duration
-from ..topiclog import TopicLog
+
+if TYPE_CHECKING:
+    from ..topiclog import TopicLog
 
 LOG_SUFFIX: Final = ".log"  # <data-path>/<topic>.log/ holds a retained topic's segments
 MAX_RETENTION: Final = 10 * 365 * 24 * 3600.0  # ten years
@@ -87,6 +88,8 @@ def parse_point(text: str, now_ns: int | None = None) -> LogPoint:
     if _UNIX_MS.fullmatch(text):
         ns = int(text[:-2]) * 1_000_000
     else:
+        import datetime  # only an HTTP read of a log asks for a time: never on the way to listening
+
         try:
             moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
         except ValueError:
@@ -124,9 +127,12 @@ def channel_log_position(channel) -> dict:
 RETENTION_CHECK_INTERVAL: Final = 1.0  # seconds between looks at every log's oldest segment
 
 
-def open_topic_log(nsqd, topic_name: str) -> TopicLog:
+def open_topic_log(nsqd, topic_name: str) -> "TopicLog":
     """The log of a topic that is retained; its records wait for the end of
-    the loop's turn with the disk queues' acknowledgements."""
+    the loop's turn with the disk queues' acknowledgements. The log's code
+    loads with the first retained topic: an nsqd without one never needs it."""
+    from ..topiclog import TopicLog
+
     options = nsqd.options
     topic_log = TopicLog(log_directory(nsqd.data_path, topic_name), segment_bytes=options.max_bytes_per_file,
                          sync_every=options.sync_every, logger=nsqd.log)

@@ -3,10 +3,9 @@
 
 from aiohttp import web
 
-from ..httpapi import (HttpError, empty_response, json_response, new_app, serve, topic_and_channel_params, topic_param)
-from ..metrics import daemon_registry, metrics_endpoint
+from ..httpapi import (HttpError, empty_response, json_response, made_on_first_request, new_app, serve,
+                       topic_and_channel_params, topic_param)
 from ..protocol import NSQ_VERSION
-from .metrics import LookupdCollector
 
 
 class LookupHttpApi:
@@ -26,8 +25,7 @@ class LookupHttpApi:
             get("/topics", self.topics, allow_head=False),
             get("/channels", self.channels, allow_head=False),
             get("/nodes", self.nodes, allow_head=False),
-            get("/metrics", metrics_endpoint(daemon_registry("nsqlookupd", LookupdCollector(self.lookupd))),
-                allow_head=False),
+            get("/metrics", made_on_first_request(self._metrics_endpoint), allow_head=False),
             post("/topic/create", self.topic_create),
             post("/topic/delete", self.topic_delete),
             post("/channel/create", self.channel_create),
@@ -35,6 +33,12 @@ class LookupHttpApi:
             post("/topic/tombstone", self.topic_tombstone),
         ])
         self._runner = await serve(app, sock)
+
+    def _metrics_endpoint(self):
+        from ..metrics import daemon_registry, metrics_endpoint
+        from .metrics import LookupdCollector
+
+        return metrics_endpoint(daemon_registry("nsqlookupd", LookupdCollector(self.lookupd)))
 
     async def stop(self) -> None:
         if self._runner is not None:
