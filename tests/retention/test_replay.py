@@ -203,3 +203,25 @@ def test_retention_keeps_what_a_lagging_channel_has_yet_to_receive(start_nsqd, t
     rest = [body for _, body, _ in consume(nsqd, topic, "slow", 2500)]
     assert sorted([m.body.decode() for m in first] + rest) == [b.decode() for b in bodies]
 
+
+
+def test_a_deferred_publish_a_channel_gets_from_the_log_waits_as_long_as_it_asked(start_nsqd, topic):
+    """Deferred publishes the topic's first channel did not get live (they
+    waited in the log as its backlog): one due in a minute is deferred
+    until then, one whose delay has passed comes at once, with the rest."""
+    nsqd = start_nsqd("--retention=1h")
+    post(nsqd, f"/topic/create?topic={topic}")
+    with WireConn(nsqd.tcp_hostport) as c:
+        for command in (cmd.dpub(topic, 60_000, b"in a minute"), cmd.dpub(topic, 1, b"due already"),
+                        cmd.pub(topic, b"now")):
+            c.send(command)
+            c.expect_ok()
+    time.sleep(0.1)  # the 1 ms delay has passed
+    post(nsqd, f"/channel/create?topic={topic}&channel=first")
+    wait_until(lambda: channel_stats(nsqd, topic, "first")["replay_offset"] is None, timeout=30)
+    stats = channel_stats(nsqd, topic, "first")
+    assert (stats["depth"], stats["deferred_count"]) == (2, 1)
+    with WireConn(nsqd.tcp_hostport) as c:
+        c.subscribe(topic, "first", rdy=10)
+        assert sorted(message.body for message in c.messages(2)) == [b"due already", b"now"]
+        c.expect_nothing(1.0)

@@ -205,3 +205,16 @@ def test_durable_appends_are_on_disk_before_append_returns(tmp_path):
     assert read_all(other, 0)[1] == [b"one"]
     other.close()
     topic_log.close()
+
+
+def test_a_deferred_publish_is_a_chunk_of_its_own_that_keeps_its_delay(tmp_path):
+    topic_log = open_log(tmp_path)
+    topic_log.append([b"a" * 16], [b"before"], time.time_ns())
+    topic_log.append([b"d" * 16], [b"later"], time.time_ns(), defer_ms=2500)
+    topic_log.append([b"b" * 16], [b"after"], time.time_ns())
+    topic_log.flush()
+    chunks, _ = topic_log.records(0, None, 1 << 20)
+    assert [(list(chunk.bodies), logchunk.delay_ms(chunk.flags), bool(chunk.flags & logchunk.DEFERRED))
+            for chunk in chunks] == [([b"before"], 0, False), ([b"later"], 2500, True), ([b"after"], 0, False)]
+    assert logchunk.delay_ms(logchunk.deferred_flags(10 ** 12)) == logchunk.MAX_DELAY_MS  # clamped, still a u32
+    topic_log.close()

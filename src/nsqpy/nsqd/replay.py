@@ -32,7 +32,7 @@ import time
 from typing import Any, Final
 
 from ..atomicfile import write_atomically
-from ..protocol.logchunk import DEFERRED, CorruptChunk
+from ..protocol.logchunk import DEFERRED, CorruptChunk, delay_ms
 from .message import Message
 
 WINDOW: Final = 10_000  # records queued in the channel ahead of its consumers
@@ -164,12 +164,28 @@ class Replay:
             self.offset = earliest
         chunks, next_offset = topic_log.records(self.offset, self.offset + room, WINDOW_BYTES)
         live_from = self.live_from
-        messages = [Message(message_id, body, timestamp)
-                    for chunk in chunks if not (chunk.flags & DEFERRED and chunk.first_offset >= live_from)
-                    for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps)]
+        messages: list[Message] = []
+        for chunk in chunks:
+            if chunk.flags & DEFERRED:
+                if chunk.first_offset < live_from:  # else it reached the channel live
+                    self._defer(chunk)
+                continue
+            messages.extend(Message(message_id, body, timestamp)
+                            for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps))
         if messages:
             self.channel.put_replayed(messages)
         self.offset = next_offset
+
+    def _defer(self, chunk) -> None:
+        """A deferred publish the channel did not get live: due when the
+        publish asked for, or now if that has passed."""
+        due_ns = chunk.timestamps[0] + delay_ms(chunk.flags) * 1_000_000
+        left = (due_ns - time.time_ns()) / 1e9
+        for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps):
+            if left > 0:
+                self.channel.put_deferred(Message(message_id, body, timestamp), left)
+            else:
+                self.channel.put_replayed([Message(message_id, body, timestamp)])
 
     def _caught_up(self) -> None:
         """The log's end: the channel takes live messages from now on."""

@@ -74,7 +74,7 @@ class Topic:
             ids = self.guid.new_ids(len(bodies))
         topic_log = self.topic_log
         if topic_log is not None:
-            first = topic_log.append(ids, bodies, timestamp, defer > 0)
+            first = topic_log.append(ids, bodies, timestamp, round(defer * 1000))
             if self._backlog_in_log():
                 topic_log.mark_backlog(first)
                 self._counted(bodies)

@@ -11,7 +11,8 @@ A chunk holds consecutive offsets, little-endian, every part 8-byte aligned::
     16  u32  count (records)
     20  u32  body bytes
     24  u32  CRC-32 (zlib's) of bytes 32 .. chunk size
-    28  u32  flags: DEFERRED (1) when its records were published deferred (DPUB)
+    28  u32  flags: DEFERRED (bit 0) for a deferred publish (DPUB), alone in its
+             chunk; bits 1-31 then hold its delay in milliseconds
     32  i64  timestamps[count]      acceptance time, Unix nanoseconds
         16s  ids[count]             NSQ message ids (16 hex characters)
         i32  body_offsets[count+1]  body i is bodies[body_offsets[i]:body_offsets[i+1]];
@@ -35,7 +36,18 @@ HEADER: Final = struct.Struct("<4sIQIIII")
 HEADER_SIZE: Final = HEADER.size  # 32
 ID_SIZE: Final = 16
 MAX_CHUNK_SIZE: Final = 1 << 31  # body offsets are int32
-DEFERRED: Final = 1  # flags: a deferred publish's record, alone in its chunk
+DEFERRED: Final = 1  # flags: a deferred publish's record, alone in its chunk; bits 1-31: its delay (ms)
+MAX_DELAY_MS: Final = (1 << 31) - 1  # about 24.8 days, past any --max-req-timeout in use
+
+
+def deferred_flags(delay_ms: int) -> int:
+    """A DPUB's chunk flags: DEFERRED, and its delay (clamped to MAX_DELAY_MS)."""
+    return DEFERRED | (min(max(delay_ms, 0), MAX_DELAY_MS) << 1)
+
+
+def delay_ms(flags: int) -> int:
+    """The delay a DEFERRED chunk's publish asked for; 0 for any other chunk."""
+    return flags >> 1 if flags & DEFERRED else 0
 
 
 class CorruptChunk(ValueError):

@@ -36,7 +36,7 @@ from typing import Callable, Final, NamedTuple
 
 from ..atomicfile import write_atomically
 from ..protocol import logchunk
-from ..protocol.logchunk import DEFERRED, HEADER_SIZE, Records
+from ..protocol.logchunk import HEADER_SIZE, Records, deferred_flags
 from .pending import Pending
 from .segment import SEGMENT_SUFFIX, Segment
 
@@ -125,25 +125,26 @@ class TopicLog:
 
     # --- writing --------------------------------------------------------------------
 
-    def append(self, ids: list[bytes], bodies: list[bytes], timestamp: int, deferred: bool = False) -> int:
+    def append(self, ids: list[bytes], bodies: list[bytes], timestamp: int, defer_ms: int = 0) -> int:
         """Records for one publish; -> the first one's offset. Raises
         ``OSError`` when the write it waits for fails (nothing of this
-        publish is then in the log). A ``deferred`` publish (DPUB) is
-        written at once in a chunk of its own, marked ``DEFERRED``: a
-        channel that replays the log skips what it received live."""
-        if deferred:
-            return self._append_alone(ids, bodies, timestamp)
+        publish is then in the log). A deferred publish (DPUB, ``defer_ms``)
+        is written at once in a chunk of its own, marked ``DEFERRED`` with
+        its delay: a channel that replays the log skips what it received
+        live, and defers the rest until the time the publish asked for."""
+        if defer_ms > 0:
+            return self._append_alone(ids, bodies, timestamp, defer_ms)
         first = self._next_offset
         self._pending.add(ids, bodies, timestamp)
         self._added(len(ids))
         return first
 
-    def _append_alone(self, ids: list[bytes], bodies: list[bytes], timestamp: int) -> int:
+    def _append_alone(self, ids: list[bytes], bodies: list[bytes], timestamp: int, defer_ms: int) -> int:
         self.flush()  # what waits goes first, in its own chunk
         pending = self._pending
         first = self._next_offset
         pending.add(ids, bodies, timestamp)
-        pending.flags = DEFERRED
+        pending.flags = deferred_flags(defer_ms)
         self._next_offset += len(ids)
         self._unsynced += len(ids)
         try:
