@@ -67,6 +67,8 @@ class ClientV2:
         self.repl_member = ""  # the member it proved itself to be: its REPL batches are taken
         self._out: list[bytes] = []
         self._out_bytes = 0
+        self._flushes = 0  # how many times _out was written: a place in it holds until the next
+        self._close_after_flush = False  # an answer was replaced by a fatal error (replace_answer)
         self._flush_scheduled = False
         self._heartbeat: Any = None  # the next heartbeat's TimerHandle
         self._apply_settings()
@@ -164,6 +166,21 @@ class ClientV2:
             self._flush_scheduled = True
             self.writes.later(self)
 
+    def answer_place(self) -> tuple[int, int]:
+        """Where the answer queued last lies, until it is written (replace_answer)."""
+        return self._flushes, len(self._out) - 1
+
+    def replace_answer(self, place: tuple[int, int], error: ProtocolError) -> bool:
+        """``error`` goes instead of the answer queued at ``place``, and the
+        connection closes once it is written (nsqd's errors are fatal);
+        False when that answer has been written already."""
+        flushes, index = place
+        if flushes != self._flushes or self.closed:
+            return False
+        self._out[index] = encode_error(error)
+        self._close_after_flush = True
+        return True
+
     def flush(self) -> None:
         self._flush_scheduled = False
         out = self._out
@@ -179,6 +196,10 @@ class ClientV2:
                 self.transport.write(data)
         out.clear()
         self._out_bytes = 0
+        self._flushes += 1
+        if self._close_after_flush and not self.closed:
+            self.closed = True
+            self.transport.close()
 
     @property
     def common_name(self) -> str:

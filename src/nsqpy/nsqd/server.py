@@ -17,6 +17,7 @@ from ..protocol import NSQ_VERSION
 from ..protocol import lookup as lookup_v1
 from ..protocol import replication as replication_records
 from ..protocol.identify import IdentifyPolicy
+from ..protocol.errors import ProtocolError
 from ..protocol.names import is_ephemeral
 from . import metadata, retention
 from .auth import AuthClient
@@ -59,6 +60,8 @@ class NSQD:
         self.topics: dict[str, Topic] = {}
         self.timed_channels: set = set()  # channels with messages in flight or deferred (Channel keeps it)
         self._dirty_disks: list[DiskQueue] = []  # disk queues with acknowledgements to flush (flush_dirty)
+        # OKs queued for publishes whose records wait for their log's write at the end of this turn
+        self._answered_early: dict = {}  # topic log -> [(client, place in its answers, code, command)]
         self.clients: dict[int, ClientV2] = {}
         self._next_client_id = 0
         self.start_time = int(time.time())
@@ -388,12 +391,25 @@ class NSQD:
         if not self._dirty_disks:
             return
         dirty, self._dirty_disks = self._dirty_disks, []
+        answered, self._answered_early = self._answered_early, {}
         for disk in dirty:
             try:
                 disk.flush()
             except OSError as error:
                 self.health_error = str(error)
                 self.log.error("DISKQUEUE(%s): flush failed: %s", disk.name, error)
+                self._take_back(answered.get(disk, ()), error)
+
+    def answered_before_write(self, topic_log, client, code: str, command: str) -> None:
+        """``client``'s OK is queued for a publish whose records wait for
+        ``topic_log``'s write at the end of this turn (flush_dirty, before
+        any answer is sent): if that write fails, the publisher gets
+        ``code`` instead, as it would have had the write come first."""
+        self._answered_early.setdefault(topic_log, []).append((client, client.answer_place(), code, command))
+
+    def _take_back(self, answers, error: OSError) -> None:
+        for client, place, code, command in answers:
+            client.replace_answer(place, ProtocolError(code, f"{command} failed {error}"))
 
     def open_topic_log(self, topic_name: str):
         return retention.open_topic_log(self, topic_name)
@@ -462,25 +478,29 @@ class NSQD:
         self.log.info("TOPIC(%s): deleted", name)
         self.notify_changed(topic, deleted=True)
 
-    def publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0,
-                ids: list[bytes] | None = None) -> None:
-        self._publish(topic_name, lambda topic: topic.publish(bodies, time.time_ns(), defer, ids))
+    def publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0, ids: list[bytes] | None = None):
+        """-> the topic's log when the records wait for its write (``_publish``)."""
+        return self._publish(topic_name, lambda topic: topic.publish(bodies, time.time_ns(), defer, ids))
 
-    def publish_mpub(self, topic_name: str, body: bytes, count: int) -> None:
+    def publish_mpub(self, topic_name: str, body: bytes, count: int):
         """An MPUB's validated body, queued as it is (``Topic.publish_mpub``)."""
-        self._publish(topic_name, lambda topic: topic.publish_mpub(body, count, time.time_ns()))
+        return self._publish(topic_name, lambda topic: topic.publish_mpub(body, count, time.time_ns()))
 
-    def _publish(self, topic_name: str, put) -> None:
+    def _publish(self, topic_name: str, put):
         """``put(topic)``; a disk that refuses makes nsqd unhealthy until a
-        publish succeeds again."""
+        publish succeeds again. -> the topic's log when the records wait in
+        it for the end of this turn's write (answered_before_write), else None."""
         try:
-            put(self.get_topic(topic_name))
+            topic = self.get_topic(topic_name)
+            put(topic)
         except OSError as error:
             self.health_error = str(error)
             self.log.error("TOPIC(%s): failed to put messages: %s", topic_name, error)
             raise
         if self.health_error is not None:
             self.health_error = None
+        topic_log = topic.topic_log
+        return topic_log if topic_log is not None and topic_log.waiting else None
 
     def publish_dead_letter(self, channel, message) -> bool:
         """A channel gives up on ``message`` (dead_letter.py): its body goes

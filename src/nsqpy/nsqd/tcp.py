@@ -521,7 +521,7 @@ class V2Protocol(asyncio.Protocol):
         if refused is not None:
             raise ProtocolError(code, f"{name} failed {refused}")
         try:
-            put()
+            waiting_log = put()
         except TopicExiting:
             raise ProtocolError(code, f"{name} failed exiting") from None
         except QueueFull as error:
@@ -533,6 +533,8 @@ class V2Protocol(asyncio.Protocol):
         acks = None if replication is None else replication.acks()
         if acks is None:
             client.send_frame(OK_FRAME)
+            if waiting_log is not None:
+                self.nsqd.answered_before_write(waiting_log, client, code, name)
             return None
         return self._ok_once(client, acks, code, name)
 

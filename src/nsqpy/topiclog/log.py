@@ -123,6 +123,11 @@ class TopicLog:
     def needs_sync(self) -> bool:
         return self._dirty or bool(len(self._pending))
 
+    @property
+    def waiting(self) -> bool:
+        """Records wait in memory for the next write."""
+        return len(self._pending) > 0
+
     # --- writing --------------------------------------------------------------------
 
     def append(self, ids: list[bytes], bodies: list[bytes], timestamp: int, defer_ms: int = 0) -> int:
