@@ -126,7 +126,9 @@ def wait_settled(nsqd, topic: str, channel: str, timeout: float = 30.0) -> dict:
         channel_stats(nsqd, topic, channel)), timeout)
 
 
-def eventually(predicate, timeout: float = 30.0):
+def eventually(predicate, timeout: float = 90.0):
+    """``predicate()`` once true: the tools fsync their files, which a disk
+    busy with another test's writeback can hold for tens of seconds."""
     return wait_until(predicate, timeout, interval=0.05)
 
 

@@ -11,6 +11,7 @@ to a TCP address (nsqd's ``/info`` names its TCP port, so a guess is
 confirmed, never assumed).
 """
 
+import http.client
 import json
 import urllib.parse
 import urllib.request
@@ -85,9 +86,9 @@ def http_address_beside(tcp_address: str) -> str | None:
         host, port = split_host_port(tcp_address)
         candidate = f"{host}:{port + 1}"
         info = _get_json(f"http://{candidate}/info")
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):  # nothing there, or another program that is no nsqd
         return None
-    return candidate if info.get("tcp_port") == port else None
+    return candidate if isinstance(info, dict) and info.get("tcp_port") == port else None
 
 
 def find_http_addresses(nsqd_http, lookupd_http, nsqd_tcp, topic: str) -> list[str]:
