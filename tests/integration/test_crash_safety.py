@@ -166,7 +166,7 @@ def test_kill_9_while_dead_lettering_loses_nothing_and_dead_letters_nothing_twic
         requeue_until_closed(daemon, "poison")  # what was never delivered goes the same way
         with WireConn(daemon.tcp_hostport) as c:
             c.subscribe("poison.dead", "dl", rdy=200)
-            dead = c.drain(quiet=2)
+            dead = receive_all(c, set(acked))
         source = http_json("GET", f"{daemon.http_url}/stats?format=json&topic=poison")[1]["topics"][0]
     left = {name: source["channels"][0][name] for name in ("depth", "in_flight_count", "deferred_count")}
     lost = set(acked) - set(dead)
