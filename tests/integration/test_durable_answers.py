@@ -158,3 +158,32 @@ def test_fins_survive_kill_9_between_syncs(tmp_path):
         with WireConn(daemon.tcp_hostport) as c:
             c.subscribe("t", "ch", rdy=100)
             assert c.drain(quiet=1.5) == [handled[-1].body]
+
+
+def test_a_new_topic_and_channel_finished_before_their_first_sync_stay_finished(tmp_path):
+    """A topic published to before any channel existed, its channel
+    subscribed, every message FINished, then kill -9 before either disk
+    queue's first sync (an nsqd killed seconds after its topics appeared):
+    the topic does not give its backlog again, the channel delivers nothing."""
+    data = tmp_path / "data"
+    data.mkdir()
+    flags = ("--mem-queue-size=0", "--sync-timeout=1h", "--msg-timeout=10m")
+    bodies = [b"m%03d" % i for i in range(100)]
+    with nsqd_process(str(data), *flags) as daemon:
+        with WireConn(daemon.tcp_hostport) as p:
+            for body in bodies:
+                p.send(cmd.pub("fresh", body))
+                p.expect_ok()
+        with WireConn(daemon.tcp_hostport) as c:
+            c.subscribe("fresh", "ch", rdy=1000)
+            received = c.messages(len(bodies), timeout=30)
+            for message in received:
+                c.send(cmd.fin(message.id))
+            assert confirm_answers(c) == []
+            daemon.process.kill()
+            daemon.process.wait(10)
+    assert sorted(message.body for message in received) == bodies
+    with nsqd_process(str(data), *flags) as daemon:
+        with WireConn(daemon.tcp_hostport) as c:
+            c.subscribe("fresh", "ch", rdy=1000)
+            assert c.drain(quiet=1.5) == []

@@ -784,3 +784,21 @@ def test_the_read_to_of_a_journal_that_does_not_fit_is_not_applied(tmp_path):
         os.replace(other / name, tmp_path / name)
     q3 = big(tmp_path)
     assert drain(q3) == [b"new %02d" % n for n in range(10)]
+
+
+def test_acknowledgements_flushed_before_a_new_queues_first_sync_outlive_a_crash(tmp_path):
+    """A queue created, written, read and acknowledged within one sync interval
+    (nsqd at --sync-every's default, killed seconds after a topic appeared):
+    what the flushes said is kept, none of it read again."""
+    q = make(tmp_path, sync_every=1000)
+    for r in (b"aa", b"bb", b"cc", b"dd"):
+        q.put(r)
+    taken = [q.get_with_token() for _ in range(3)]
+    q.ack(taken[0][1])
+    q.ack(taken[2][1])  # behind bb, still held
+    q.flush()
+    again = make(tmp_path)  # kill -9: never synced
+    first = again.get_with_token()
+    assert first[0] == b"bb" and again.mark_of(first[1]) == 0
+    again.ack(first[1])
+    assert drain(again) == [b"dd"]

@@ -215,6 +215,11 @@ class DiskQueue:
             return
         writer = self._writer
         if writer is None:
+            if not self._written_metadata and not os.path.exists(self.metadata_file_name):
+                # a journal is read only beside its meta file (_load_metadata): a new
+                # queue has one before its first record, or the acknowledgements
+                # flushed before its first sync would count for nothing after a crash
+                self._write_metadata()
             writer = self._writer = self._open_append(self.file_name(self.write_file_num))
             writer.seek(self.write_pos)
         data = memoryview(b"".join(parts))
