@@ -5,23 +5,17 @@ when it is there; the export itself is checked with ours either way."""
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from nsqpy.localcluster import nsqd_process
 from nsqpy.protocol import commands as cmd
+from tests.support.gonsqd import GO_NSQD, export_for_go
 from tests.support.wire import WireConn, http
 
 SAFE = ("--mem-queue-size=0", "--sync-every=1")
-GO_NSQD = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nsq-v1.3.0" / "bin" / "nsqd"
 
-
-def export(data: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nsqpy.cli.nsqd", f"--data-path={data}", "--export-for-go"],
-                          capture_output=True, text=True, timeout=120)
 
 
 def delivered(data: Path, executable: str | None = None) -> list[bytes]:
@@ -53,11 +47,11 @@ def fill(data: Path, stop: str) -> list[bytes]:
 def test_an_exported_data_dir_delivers_everything_at_once(tmp_path, stop):
     data = tmp_path / "data"
     bodies = fill(data, stop)
-    result = export(data)
+    result = export_for_go(data)
     assert result.returncode == 0, result.stderr
     assert "EXPORT: 40 deferred messages of 1 channels moved" in result.stderr
     assert not [name for name in os.listdir(data) if "#deferred" in name]
-    assert export(data).returncode == 0  # nothing left to move: a second run changes nothing
+    assert export_for_go(data).returncode == 0  # nothing left to move: a second run changes nothing
 
     assert sorted(delivered(data)) == bodies  # ours, at once: the delay is forgotten, as NSQ forgets it
 
@@ -68,13 +62,13 @@ def test_nsqs_own_nsqd_delivers_everything_from_an_exported_data_dir(tmp_path, s
         pytest.skip(f"NSQ's nsqd is not at {GO_NSQD} (../shared/reference)")
     data = tmp_path / "data"
     bodies = fill(data, stop)
-    assert export(data).returncode == 0
+    assert export_for_go(data).returncode == 0
     assert sorted(delivered(data, executable=str(GO_NSQD))) == bodies
 
 
 def test_export_refuses_a_data_dir_in_use(tmp_path):
     with nsqd_process(str(tmp_path)):
-        result = export(tmp_path)
+        result = export_for_go(tmp_path)
     assert result.returncode == 1
     assert "is in use by another nsqd" in result.stderr
     assert "Traceback" not in result.stderr

@@ -11,9 +11,10 @@ from nsqpy.localcluster import nsqd_process
 from nsqpy.protocol import commands as cmd
 from nsqpy.topiclog.log import BACKLOG_FILE
 from tests.retention import logreader
+from tests.support.gonsqd import GO_NSQD, export_for_go
 from tests.support.wire import WireConn, http, http_json, wait_until
 
-GO_NSQD = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nsq-v1.3.0" / "bin" / "nsqd"
+
 
 
 class Publisher(threading.Thread):
@@ -177,3 +178,36 @@ def test_nsqs_own_nsqd_delivers_every_channel_of_a_data_dir_with_retained_topics
                 c.subscribe("kept", channel, rdy=200)
                 received = c.drain(quiet=2)
             assert sorted(received) == bodies
+
+
+@pytest.mark.parametrize("executable", ["nsqpy", "go"])
+def test_what_a_log_holds_for_channels_is_exported_for_nsqs_own_nsqd(tmp_path, executable):
+    """A channel reads what did not fit in its memory back from the log, a
+    channel made ``from=earliest`` replays it, a topic with no channel keeps
+    its backlog there: NSQ's nsqd reads no log, so ``--export-for-go``
+    writes each into its queue, and every message is delivered once (by
+    ours too, on the exported directory)."""
+    if executable == "go" and not GO_NSQD.exists():
+        pytest.skip(f"NSQ's nsqd is not at {GO_NSQD} (../shared/reference)")
+    data = tmp_path / "data"
+    lagging = [b"l%04d" % i for i in range(1000)]
+    waiting = [b"w%04d" % i for i in range(300)]
+    with nsqd_process(str(data), "--retention=1h", "--mem-queue-size=100") as nsqd:
+        for topic in ("lagging", "waiting"):
+            assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+        assert http("POST", f"{nsqd.http_url}/channel/create?topic=lagging&channel=slow")[0] == 200
+        with WireConn(nsqd.tcp_hostport) as c:
+            for topic, bodies in (("lagging", lagging), ("waiting", waiting)):
+                c.send(cmd.mpub(topic, bodies))
+                c.expect_ok()
+        assert http("POST", f"{nsqd.http_url}/channel/create?topic=lagging&channel=again&from=earliest")[0] == 200
+    exported = export_for_go(data)
+    assert exported.returncode == 0, exported.stderr
+    assert "lagging:slow: 900 log records" in exported.stderr and "waiting: 300 log records" in exported.stderr
+    with nsqd_process(str(data), executable=None if executable == "nsqpy" else str(GO_NSQD)) as nsqd:
+        for topic, channel, bodies in (("lagging", "slow", lagging), ("lagging", "again", lagging),
+                                       ("waiting", "first", waiting)):
+            with WireConn(nsqd.tcp_hostport) as c:
+                c.subscribe(topic, channel, rdy=500)
+                received = c.drain(quiet=2)
+            assert sorted(received) == bodies, (topic, channel, len(received))

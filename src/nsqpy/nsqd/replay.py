@@ -47,6 +47,14 @@ def cursor_path(channel) -> str:
     return os.path.join(channel.topic.topic_log.directory, channel.name + CURSOR_SUFFIX)
 
 
+def read_cursor(path: str) -> tuple[int, int]:
+    """(the next offset to queue, where live deferred publishes began) of a
+    cursor file. Raises ``OSError`` or ``ValueError``."""
+    with open(path, "rb") as f:
+        offset, live_from = (int(field) for field in f.read().split())
+    return offset, live_from
+
+
 def remove_stale_cursors(topic) -> None:
     """At start, after ``topic``'s channels are made from nsqd.dat: the
     cursor of a channel nsqd.dat does not list goes. Such a channel was made
@@ -59,6 +67,12 @@ def remove_stale_cursors(topic) -> None:
     for file_name in os.listdir(topic_log.directory):
         if file_name.endswith(CURSOR_SUFFIX) and file_name[:-len(CURSOR_SUFFIX)] not in topic.channels:
             os.remove(os.path.join(topic_log.directory, file_name))
+
+
+def chunk_messages(chunk) -> list[Message]:
+    """A log chunk's records as messages, with their original ids and timestamps."""
+    return [Message(message_id, body, timestamp)
+            for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps)]
 
 
 class Replay:
@@ -97,8 +111,7 @@ class Replay:
         if channel.topic.topic_log is None:
             return
         try:
-            with open(cursor_path(channel), "rb") as f:
-                offset, live_from = (int(field) for field in f.read().split())
+            offset, live_from = read_cursor(cursor_path(channel))
         except FileNotFoundError:
             return
         except (OSError, ValueError) as error:
@@ -170,8 +183,7 @@ class Replay:
                 if chunk.first_offset < live_from:  # else it reached the channel live
                     self._defer(chunk)
                 continue
-            messages.extend(Message(message_id, body, timestamp)
-                            for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps))
+            messages.extend(chunk_messages(chunk))
         if messages:
             self.channel.put_replayed(messages)
         self.offset = next_offset
@@ -181,11 +193,11 @@ class Replay:
         publish asked for, or now if that has passed."""
         due_ns = chunk.timestamps[0] + delay_ms(chunk.flags) * 1_000_000
         left = (due_ns - time.time_ns()) / 1e9
-        for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps):
-            if left > 0:
-                self.channel.put_deferred(Message(message_id, body, timestamp), left)
-            else:
-                self.channel.put_replayed([Message(message_id, body, timestamp)])
+        if left > 0:
+            for message in chunk_messages(chunk):
+                self.channel.put_deferred(message, left)
+        else:
+            self.channel.put_replayed(chunk_messages(chunk))
 
     def _caught_up(self) -> None:
         """The log's end: the channel takes live messages from now on."""

@@ -1,0 +1,14 @@
+"""NSQ's own nsqd (../shared/reference, when it is there) and the export
+that prepares a data directory for it."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+GO_NSQD = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nsq-v1.3.0" / "bin" / "nsqd"
+
+
+def export_for_go(data: Path) -> subprocess.CompletedProcess:
+    """``nsqd --data-path=DATA --export-for-go``, its output kept."""
+    return subprocess.run([sys.executable, "-m", "nsqpy.cli.nsqd", f"--data-path={data}", "--export-for-go"],
+                          capture_output=True, text=True, timeout=120)
