@@ -8,9 +8,6 @@ import time
 from nsqpy.diskqueue.journal import ACKED, whole_entries
 from nsqpy.localcluster import nsqd_process
 from nsqpy.protocol import commands as cmd
-from nsqpy.protocol.errors import parse_error_frame
-from nsqpy.protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE
-from nsqpy.protocol.message import decode_message
 from tests.support.wire import WireConn, http, http_json, wait_until
 
 SAFE = ("--mem-queue-size=0", "--sync-every=1", "--msg-timeout=10m")  # held messages stay held
@@ -26,20 +23,6 @@ def create_channel(daemon, topic: str) -> None:
 def mpub(daemon, topic: str, bodies: list[bytes]) -> None:
     for start in range(0, len(bodies), 5000):
         assert http("POST", f"{daemon.http_url}/mpub?topic={topic}", b"\n".join(bodies[start:start + 5000]))[0] == 200
-
-
-def confirm_answers(c: WireConn) -> list:
-    """FIN an id nobody holds: its error comes after every answer sent
-    before it has been handled. -> the messages that arrived meanwhile."""
-    c.send(cmd.fin(b"0" * 16))
-    arrived = []
-    while True:
-        frame_type, data = c.read_frame()
-        if frame_type == FRAME_TYPE_ERROR:
-            assert parse_error_frame(data).code == "E_FIN_FAILED"
-            return arrived
-        assert frame_type == FRAME_TYPE_MESSAGE, (frame_type, data)
-        arrived.append(decode_message(data))
 
 
 def acknowledged_in(journal) -> int:
@@ -72,7 +55,7 @@ def test_fins_behind_a_held_message_stay_finished_and_a_restart_delivers_at_once
                 message = c.message()
                 c.send(cmd.fin(message.id))
                 finished += 1
-            assert confirm_answers(c) == []
+            assert c.answers_handled() == []
             wait_until(lambda: acknowledged_in(journal) >= BEHIND, timeout=60)  # every FIN behind the held one
             daemon.process.kill()
             daemon.process.wait(10)
@@ -110,7 +93,7 @@ def test_attempts_survive_kill_9(tmp_path):
                     deliveries[message.body] = deliveries.get(message.body, 0) + 1
                     c.send(cmd.req(message.id, 100 * (i % 2)))  # at once, or deferred for 100 ms
                 # every REQ handled; what arrives from now on stays in flight until nsqd dies
-                held = confirm_answers(c)
+                held = c.answers_handled()
                 try:
                     while len(held) < 20:
                         held.append(c.message(timeout=1))
@@ -145,7 +128,7 @@ def test_fins_survive_kill_9_between_syncs(tmp_path):
             c.send(cmd.rdy(0))
             for message in confirmed:
                 c.send(cmd.fin(message.id))
-            assert confirm_answers(c) == []
+            assert c.answers_handled() == []
             c.send(cmd.rdy(1000))
             handled = c.messages(1000, timeout=30)
             for message in handled[:-1]:  # the last one stays in flight
@@ -179,7 +162,7 @@ def test_a_new_topic_and_channel_finished_before_their_first_sync_stay_finished(
             received = c.messages(len(bodies), timeout=30)
             for message in received:
                 c.send(cmd.fin(message.id))
-            assert confirm_answers(c) == []
+            assert c.answers_handled() == []
             daemon.process.kill()
             daemon.process.wait(10)
     assert sorted(message.body for message in received) == bodies

@@ -109,6 +109,19 @@ class WireConn(_Connection):
         except TimeoutError:
             return bodies
 
+    def answers_handled(self) -> list[DecodedMessage]:
+        """FIN an id nobody holds: its error comes after nsqd has handled
+        every answer sent before it. -> the messages that arrived meanwhile."""
+        self.send(commands.fin(b"0" * 16))
+        arrived = []
+        while True:
+            frame_type, data = self.read_frame()
+            if frame_type == FRAME_TYPE_ERROR:
+                assert parse_error_frame(data).code == "E_FIN_FAILED"
+                return arrived
+            assert frame_type == FRAME_TYPE_MESSAGE, (frame_type, data)
+            arrived.append(decode_message(data))
+
     def expect_nothing(self, wait: float) -> None:
         """No frame (other than heartbeats) arrives within ``wait`` seconds."""
         try:
