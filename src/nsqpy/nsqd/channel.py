@@ -25,7 +25,6 @@ from typing import Any, Final
 from ..protocol.errors import E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED, ProtocolError
 from ..protocol.names import is_ephemeral
 from ..protocol.replication import EMPTIED, PAUSED, UNPAUSED
-from ..diskqueue import DiskQueue
 from .batch import Batch
 from .bounds import DepthLimit
 from .dead_letter import default_dead_letter_topic, is_valid_dead_letter_topic
@@ -59,6 +58,10 @@ class Channel:
         # a Replay (replay.py) while the channel catches up with its topic's
         # log: live messages are not taken meanwhile, the log holds them
         self.replay: Any = None
+        # in durable mode on a retained topic, the queue's disk is a cursor over
+        # the topic's log (topiclog/cursor.py): the topic moves its end instead
+        # of handing it copies
+        self.cursor: Any = None
 
         self.deferred: list[tuple[float, int, Message]] = []
         self._deferred_seq = itertools.count()
@@ -199,6 +202,20 @@ class Channel:
         self.message_count += len(messages)
         self.queue.put_many(messages)
         self._admitted()
+
+    def read_log(self, cursor) -> None:
+        """From now on the queue's disk is ``cursor``."""
+        self.cursor = cursor
+        self.queue.disk = cursor
+        cursor.defer = self._defer_record
+
+    def logged(self, count: int) -> None:
+        """``count`` more of the log are the cursor's to hand out."""
+        self.message_count += count
+        self._admitted()
+
+    def _defer_record(self, record: bytes, delay: float) -> None:
+        self.put_deferred(Message.decode(record), delay)
 
     def put_replayed(self, messages: list[Message]) -> None:
         """Records of the topic's log, moved in by the channel's replay."""
@@ -367,7 +384,7 @@ class Channel:
                 del dead_lettered[next(iter(dead_lettered))]
         return True
 
-    def interrupted_moves(self) -> list[tuple[DiskQueue, bytes]]:
+    def interrupted_moves(self) -> list[tuple[Any, bytes]]:
         """After a restart: (disk, message id) for each of this channel's
         disks where a crash cut dead-lettering short (dead_letter.settle_interrupted)."""
         moves = []
@@ -376,7 +393,7 @@ class Channel:
                 moves.append((disk, Message.decode(disk.record_at(disk.moving)[skip:]).id))
         return moves
 
-    def settle_move(self, disk: DiskQueue, copied: bool) -> None:
+    def settle_move(self, disk: Any, copied: bool) -> None:
         """The interrupted dead-lettering on ``disk`` is complete (``copied``:
         the record goes) or is to be done again (it is read as usual). A
         deferred record was read into the heap when the channel was made,

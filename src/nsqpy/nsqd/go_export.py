@@ -10,8 +10,9 @@ NSQ's nsqd reads each topic's and channel's go-diskqueue files and
   shutdown writes its deferred messages into the channel's backend: NSQ
   then delivers them at once, their delay forgotten.
 * a retained topic's log (``<topic>.log/``), where a channel that replays
-  or lags reads what it has yet to queue, from its cursor on, and where a
-  topic with no channel keeps its backlog (replay.py). The export writes
+  or lags reads what it has yet to queue, from its cursor on (in durable
+  mode every channel: topiclog/cursor.py), and where a topic with no
+  channel keeps its backlog (replay.py). The export writes
   those records into the channel's or the topic's queue (a deferred
   publish among them is delivered at once), then removes the cursor or
   the backlog mark.
@@ -64,6 +65,7 @@ def _export_logs(options: NsqdOptions, data_path: str, log: logging.Logger) -> i
     nsqd.dat, as a start makes them) and for its first channel, into their
     queues. -> records written."""
     from ..topiclog import TopicLog
+    from ..topiclog.cursor import remove_cursor, saved_position
 
     copied = 0
     for topic, channels in ((entry[0], {channel[0] for channel in entry[5]})
@@ -71,16 +73,21 @@ def _export_logs(options: NsqdOptions, data_path: str, log: logging.Logger) -> i
         directory = os.path.join(data_path, topic + LOG_SUFFIX)
         if not os.path.isdir(directory):
             continue
-        cursors = [name for name in os.listdir(directory)
-                   if name.endswith(CURSOR_SUFFIX) and name[:-len(CURSOR_SUFFIX)] in channels]
         topic_log = TopicLog(directory, segment_bytes=options.max_bytes_per_file, sync_every=options.sync_every,
                              logger=log)
         try:
-            for name in cursors:
-                offset, live_from = read_cursor(os.path.join(directory, name))
-                channel = f"{topic}:{name[:-len(CURSOR_SUFFIX)]}"
-                copied += _copy_log(options, data_path, topic_log, channel, offset, live_from, log)
-                os.remove(os.path.join(directory, name))
+            for channel in sorted(channels):
+                replay = os.path.join(directory, channel + CURSOR_SUFFIX)
+                if os.path.exists(replay):
+                    position: tuple[int, int] | None = read_cursor(replay)
+                else:  # durable mode's cursor (topiclog/cursor.py), if the channel has one
+                    position = saved_position(directory, channel)
+                if position is None:
+                    continue
+                copied += _copy_log(options, data_path, topic_log, f"{topic}:{channel}", *position, log)
+                if os.path.exists(replay):
+                    os.remove(replay)
+                remove_cursor(directory, channel)
             if topic_log.backlog_from is not None:
                 copied += _copy_log(options, data_path, topic_log, topic, topic_log.backlog_from, topic_log.latest,
                                     log)

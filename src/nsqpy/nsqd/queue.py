@@ -3,9 +3,8 @@
 from collections import deque
 from collections.abc import Iterator
 from itertools import chain, islice
-from typing import Final
+from typing import Any, Final, Protocol
 
-from ..diskqueue import DiskQueue
 from .batch import Batch
 from .message import Message
 
@@ -40,6 +39,29 @@ class MessagesLost(Exception):
         return persisted
 
 
+class Backing(Protocol):
+    """Where a queue keeps what memory does not: a ``DiskQueue``, or on a
+    retained topic in durable mode a cursor over the topic's log
+    (``topiclog/cursor.py``), which answers the same calls."""
+
+    depth: int
+    unsynced_writes: int
+    moving: tuple[int, int] | None  # a record being dead-lettered (dead_letter.py)
+
+    def put(self, data: bytes) -> None: ...
+    def put_many(self, records: list[bytes]) -> None: ...
+    def rewrite(self, token: Any, data: bytes) -> None: ...
+    def get_with_token(self) -> tuple[bytes, Any] | None: ...
+    def mark_of(self, token: Any) -> int: ...
+    def set_marks(self, marks: list[tuple[Any, int]]) -> None: ...
+    def ack(self, token: Any) -> None: ...
+    def unread(self) -> Iterator[bytes]: ...
+    def record_at(self, start: tuple[int, int]) -> bytes: ...
+    def empty(self) -> None: ...
+    def close(self) -> None: ...
+    def delete(self) -> None: ...
+
+
 class MessageQueue:
     """Holds up to ``capacity`` messages in memory and overflows to ``disk``.
 
@@ -53,7 +75,7 @@ class MessageQueue:
 
     __slots__ = ("memory", "memory_depth", "capacity", "disk", "dropped", "_disk_head", "_disk_turn")
 
-    def __init__(self, capacity: int, disk: DiskQueue | None):
+    def __init__(self, capacity: int, disk: Backing | None):
         self.memory: deque[Message | Batch] = deque()
         self.memory_depth = 0
         self.capacity = capacity
@@ -187,7 +209,7 @@ class MessageQueue:
         return disk_head.timestamp < head.timestamp
 
     @staticmethod
-    def _read_disk(disk: DiskQueue) -> Message | None:
+    def _read_disk(disk: Backing) -> Message | None:
         """The disk's next message, with the attempts its record was marked
         with when last delivered (``note_deliveries``), crashes included."""
         taken = disk.get_with_token()
@@ -197,7 +219,7 @@ class MessageQueue:
         return MessageQueue.held(Message.decode(data), disk, token)
 
     @staticmethod
-    def held(message: Message, disk: DiskQueue, token) -> Message:
+    def held(message: Message, disk: Backing, token) -> Message:
         """``message``, read from ``disk`` as ``token``, holding that record,
         with the attempts its record was marked with (``note_deliveries``)."""
         message.disk_token = (disk, token)
@@ -214,7 +236,7 @@ class MessageQueue:
         So a message's attempts survive kill -9 (a power loss: with
         --sync-every=1 exactly, otherwise up to the last sync), and a crash
         costs at most one delivery more."""
-        by_disk: dict[DiskQueue, list] = {}
+        by_disk: dict[Any, list] = {}
         for message in messages:
             held = message.disk_token
             assert held is not None

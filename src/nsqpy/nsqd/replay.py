@@ -64,9 +64,12 @@ def remove_stale_cursors(topic) -> None:
     topic_log = topic.topic_log
     if topic_log is None:
         return
+    from ..topiclog import cursor
+
     for file_name in os.listdir(topic_log.directory):
-        if file_name.endswith(CURSOR_SUFFIX) and file_name[:-len(CURSOR_SUFFIX)] not in topic.channels:
-            os.remove(os.path.join(topic_log.directory, file_name))
+        for suffix in (CURSOR_SUFFIX, cursor.CURSOR_SUFFIX, cursor.JOURNAL_SUFFIX):
+            if file_name.endswith(suffix) and file_name[:-len(suffix)] not in topic.channels:
+                os.remove(os.path.join(topic_log.directory, file_name))
 
 
 def chunk_messages(chunk) -> list[Message]:
@@ -91,13 +94,18 @@ class Replay:
         self._schedule(0)
 
     @classmethod
-    def start(cls, channel, offset: int) -> "Replay":
-        """Rewind ``channel`` to ``offset``: what it holds is dropped."""
+    def start(cls, channel, offset: int) -> None:
+        """Rewind ``channel`` to ``offset``: what it holds is dropped. A
+        channel reading the log through a cursor (durable mode) moves it."""
         if channel.replay is not None:
             channel.replay.cancel()
         channel.empty()
-        replay = channel.replay = cls(channel, offset, channel.topic.topic_log.latest)
-        return replay
+        latest = channel.topic.topic_log.latest
+        if channel.cursor is not None:
+            channel.cursor.rewind(offset, latest)
+            channel.schedule_dispatch()
+        else:
+            channel.replay = cls(channel, offset, latest)
 
     @classmethod
     def overflow(cls, channel, offset: int) -> None:
@@ -107,19 +115,32 @@ class Replay:
 
     @classmethod
     def resume(cls, channel) -> None:
-        """After a restart, the replay ``channel`` was in, if it was in one."""
-        if channel.topic.topic_log is None:
+        """After a restart, the replay ``channel`` was in, if it was in one;
+        or, out of durable mode now, where its cursor over the log was."""
+        topic_log = channel.topic.topic_log
+        if topic_log is None or channel.cursor is not None:
             return
+        from_cursor = False
         try:
             offset, live_from = read_cursor(cursor_path(channel))
         except FileNotFoundError:
-            return
+            from ..topiclog.cursor import saved_position
+
+            kept = saved_position(topic_log.directory, channel.name)
+            if kept is None:
+                return
+            offset, live_from = kept
+            from_cursor = True
         except (OSError, ValueError) as error:
             channel.topic.nsqd.log.error("CHANNEL(%s): cannot read its replay cursor: %s", channel.name, error)
             return
         if channel.replay is not None:  # started from the topic's backlog: the cursor is further on
             channel.replay.cancel()
         channel.replay = cls(channel, offset, live_from)
+        if from_cursor:  # the replay's own cursor file holds the position now
+            from ..topiclog.cursor import remove_cursor
+
+            remove_cursor(topic_log.directory, channel.name)
 
     def backlog(self) -> int:
         """Records of the log the channel has yet to queue."""

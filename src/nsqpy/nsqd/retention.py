@@ -140,6 +140,31 @@ def open_topic_log(nsqd, topic_name: str) -> "TopicLog":
     return topic_log
 
 
+def open_cursor(nsqd, topic, channel_name: str, side):
+    """The cursor over ``topic``'s log that ``channel_name`` reads in durable
+    mode, with its disk queue ``side`` beside it. A new one begins at the
+    log's end, or where the channel's replay was (nsqd restarted into
+    durable mode), which it takes over."""
+    from ..topiclog.cursor import CursorQueue
+    from .replay import CURSOR_SUFFIX as REPLAY_SUFFIX, read_cursor
+
+    topic_log = topic.topic_log
+    start = live_from = topic_log.latest
+    replay_file = os.path.join(topic_log.directory, channel_name + REPLAY_SUFFIX)
+    try:
+        start, live_from = read_cursor(replay_file)
+    except FileNotFoundError:
+        replay_file = ""
+    except (OSError, ValueError) as error:
+        nsqd.log.error("CHANNEL(%s): cannot read its replay cursor: %s", channel_name, error)
+    cursor = CursorQueue(f"{topic.name}:{channel_name}", topic_log, channel_name, side, start=start,
+                         live_from=live_from, sync_every=nsqd.options.sync_every, logger=nsqd.log)
+    cursor.on_dirty = nsqd.flush_soon
+    if replay_file:
+        os.remove(replay_file)
+    return cursor
+
+
 def warn_of_unretained_logs(nsqd) -> None:
     """A log on disk whose topic is not retained now (a restart without
     --retention) is kept as it is; the operator hears of it once."""

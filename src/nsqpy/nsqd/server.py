@@ -290,6 +290,8 @@ class NSQD:
                 remove_stale_cursors(topic)
                 if paused:
                     topic.pause()
+                else:
+                    topic.hand_out_log()
         finally:
             self._loading = False
 
@@ -361,6 +363,15 @@ class NSQD:
 
     def new_queue(self, name: str, ephemeral: bool) -> MessageQueue:
         return MessageQueue(self.options.mem_queue_size, None if ephemeral else self._open_disk(name))
+
+    def read_log(self, topic: Topic, channel) -> None:
+        """In durable mode a retained topic's channel reads the topic's log
+        through a cursor (topiclog/cursor.py) instead of writing each message
+        again to its own disk queue, which stays beside the cursor."""
+        if (self.options.mem_queue_size or topic.topic_log is None or channel.ephemeral
+                or channel.cursor is not None):
+            return
+        channel.read_log(retention.open_cursor(self, topic, channel.name, channel.queue.disk))
 
     def new_deferred_disk(self, name: str, ephemeral: bool) -> DiskQueue | None:
         """With --mem-queue-size=0 nothing acknowledged lives only in memory,

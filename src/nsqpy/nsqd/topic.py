@@ -79,6 +79,9 @@ class Topic:
                 topic_log.mark_backlog(first)
                 self._counted(bodies)
                 return
+            if self._to_cursors(first, len(bodies), bool(defer)) and not defer:
+                self._counted(bodies)
+                return
             if not defer:
                 self._overflow_to_log(first, len(bodies))
         messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
@@ -105,6 +108,37 @@ class Topic:
         """A retained topic with no channel: its log holds the backlog."""
         return self.started and not self.channels and not len(self.queue)
 
+    def _to_cursors(self, first: int, count: int, deferred: bool) -> bool:
+        """Channels that read the log (durable mode: topiclog/cursor.py) may
+        hand out its records ``first`` to ``first + count`` now, if the
+        topic hands messages out (else from the unpause on). -> whether the
+        topic has such channels: if so, no channel takes a copy of a
+        message that is not deferred (the others are ephemeral, and in
+        durable mode keep nothing). A deferred publish reaches every
+        channel's deferred messages as usual; the cursors skip it."""
+        found = False
+        delivering = self.started and not self.paused
+        for channel in self.channels.values():
+            cursor = channel.cursor
+            if cursor is not None:
+                found = True
+                if delivering:
+                    cursor.extend(first + count, count if deferred else 0)
+                    if not deferred:
+                        channel.logged(count)
+        return found
+
+    def hand_out_log(self) -> None:
+        """Channels that read the log see it to its end (the topic hands
+        messages out again, or for the first time since the start)."""
+        topic_log = self.topic_log
+        if topic_log is None or not self.started or self.paused:
+            return
+        for channel in self.channels.values():
+            if channel.cursor is not None:
+                channel.cursor.extend(topic_log.latest)
+                channel.schedule_dispatch()
+
     def _overflow_to_log(self, first: int, count: int) -> None:
         """A retained topic's channel whose memory is full does not write
         these messages to its own disk queue: the log holds them already, and
@@ -122,8 +156,10 @@ class Topic:
         topic_log = self.topic_log
         if topic_log is not None:
             first = topic_log.append_mpub(body, count, timestamp, batch.ids.copy().take(count))
-            if self._backlog_in_log():
+            in_log_only = self._backlog_in_log()
+            if in_log_only:
                 topic_log.mark_backlog(first)
+            if in_log_only or self._to_cursors(first, count, False):
                 self.message_count += count
                 self.message_bytes += len(body) - 4 * (count + 1)
                 return
@@ -184,6 +220,7 @@ class Topic:
     def start(self) -> None:
         self.started = True
         self._schedule_drain()
+        self.hand_out_log()
 
     def _schedule_drain(self) -> None:
         if (not self._drain_scheduled and self.started and self.channels and not self.paused
@@ -248,6 +285,7 @@ class Topic:
         channel that does not exist yet is owed to nobody: retention applies,
         or a topic read only by offset would keep everything.)"""
         owed = [channel.replay.offset for channel in self.channels.values() if channel.replay is not None]
+        owed += [channel.cursor.owed_from for channel in self.channels.values() if channel.cursor is not None]
         return min(owed) if owed else None
 
     def configure_retention(self, seconds: float | None, max_bytes: int | None) -> None:
@@ -261,12 +299,19 @@ class Topic:
             self.retention_bytes_setting = max_bytes
         if self.retained and self.topic_log is None:
             self.topic_log = self.nsqd.open_topic_log(self.name)
+            for channel in self.channels.values():
+                self.nsqd.read_log(self, channel)
         elif not self.retained and self.topic_log is not None:
-            replaying = [channel.name for channel in self.channels.values() if channel.replay is not None]
+            replaying = [channel.name for channel in self.channels.values()
+                         if channel.replay is not None or (channel.cursor is not None and channel.cursor.owes)]
             if replaying:
                 self.retention_setting, self.retention_bytes_setting = before
-                raise ValueError(f"channel {replaying[0]} is replaying from the log; "
-                                 "let it catch up or delete it first")
+                raise ValueError(f"channel {replaying[0]} still reads from the log; "
+                                 "let it catch up (or delete it) first")
+            for channel in self.channels.values():
+                if channel.cursor is not None:
+                    channel.queue.disk = channel.cursor.leave()
+                    channel.cursor = None
             topic_log, self.topic_log = self.topic_log, None
             topic_log.delete()
 
@@ -276,7 +321,7 @@ class Topic:
         channel = self.channels.get(name)
         if channel is None:
             ephemeral = self.ephemeral or is_ephemeral(name)
-            queue = self.nsqd.new_queue(f"{self.name}:{name}", ephemeral)
+            queue = self.nsqd.new_queue(f"{self.name}:{name}", ephemeral)  # its disk: a cursor's side queue
             channel = Channel(self, name, queue, self.loop, self.nsqd.new_latency_window(),
                               self.nsqd.new_deferred_disk(f"{self.name}:{name}", ephemeral),
                               max_attempts=self.nsqd.options.max_attempts, message_ttl=self.message_ttl,
@@ -285,6 +330,7 @@ class Topic:
                                                self.nsqd.options.full_policy),
                               timed=self.nsqd.timed_channels, replication=self.nsqd.replication)
             self.channels[name] = channel
+            self.nsqd.read_log(self, channel)
             topic_log = self.topic_log
             if topic_log is not None and topic_log.backlog_from is not None:  # the first channel takes the backlog
                 Replay.start(channel, topic_log.backlog_from)
@@ -315,11 +361,15 @@ class Topic:
 
     def pause(self) -> None:
         self.paused = True
+        for channel in self.channels.values():
+            if channel.cursor is not None:
+                channel.cursor.hold()
         self._tell_peers(PAUSED)
 
     def unpause(self) -> None:
         self.paused = False
         self._schedule_drain()
+        self.hand_out_log()
         self._tell_peers(UNPAUSED)
 
     def empty(self) -> None:

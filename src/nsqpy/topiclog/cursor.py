@@ -1,0 +1,549 @@
+"""A channel's queue as a cursor over its topic's log: durable mode's one write.
+
+In durable mode (``--mem-queue-size=0``) a channel's whole queue is on disk.
+On a retained topic every message is on disk already, in the log, fsynced
+before its OK: a channel that wrote it again to its own disk queue would
+write and fsync each message twice. So there a channel (not an ephemeral
+one) keeps only its *state* over the log, #625's design:
+
+* how far it has read (the next offset), and the offsets up to which it
+  may read (``end``: the topic moves it as it hands messages out, so a
+  paused topic holds its channels back as NSQ's does);
+* the records handed out and not yet acknowledged, in offset order; the
+  oldest of them is the *durable position*, from which a restart reads
+  again;
+* acknowledgements out of order, and each delivered record's attempts,
+  kept in a journal (``diskqueue/journal.py``'s format, positions being
+  offsets) exactly as a disk queue keeps them, so nothing finished comes
+  back after kill -9 and attempts survive it.
+
+Its files sit in the log's directory: ``<channel>.cursor`` (the durable
+position, where live deferred publishes began, the end, a record being
+dead-lettered) and ``<channel>.cursor.journal``. The channel's own disk
+queue stays beside the cursor as its *side* queue, for what is not a log
+record at the cursor: a topic's backlog from before it was retained, and
+what a clean stop writes out. A requeued record stays where it is in the
+log, unacknowledged; its message waits in memory to be handed out again
+(a crash gives it back from the log, attempts and all).
+
+Deferred publishes (DPUB) reach the channel live, into its deferred queue,
+so the cursor skips them from ``live_from`` on; before it (a rewind) it
+defers them itself, until the time they asked for.
+
+The object stands where a ``DiskQueue`` stands in a ``MessageQueue`` and
+answers the same calls; its tokens name log records as (generation,
+sequence, ``LOG``, offset), the side queue's pass through as they are.
+"""
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Final
+
+from ..atomicfile import write_atomically
+from ..diskqueue import DiskQueue
+from ..diskqueue.journal import ACKED, DELIVERED_TO, FIRST_DELIVERY, READ_TO, Journal
+from ..protocol.logchunk import DEFERRED, CorruptChunk, delay_ms
+from ..protocol.message import encode_message
+from .log import TopicLog
+
+LOG: Final = -1  # a token's "file number" when it names a log record
+READ_BYTES: Final = 1 << 20  # read from the log at once
+CURSOR_SUFFIX: Final = ".cursor"
+JOURNAL_SUFFIX: Final = ".cursor.journal"
+
+Token = tuple[int, int, int, int]
+
+
+def cursor_files(directory: str, channel: str) -> tuple[str, str]:
+    """(the cursor's meta file, its journal) for ``channel`` in a log's ``directory``."""
+    return os.path.join(directory, channel + CURSOR_SUFFIX), os.path.join(directory, channel + JOURNAL_SUFFIX)
+
+
+def saved_position(directory: str, channel: str) -> tuple[int, int] | None:
+    """(durable position, live_from) a cursor kept, or None without one:
+    what a channel that no longer reads the log (nsqd restarted out of
+    durable mode) replays from. Acknowledgements past the position are not
+    read: those records come again (at least once)."""
+    meta, journal = cursor_files(directory, channel)
+    try:
+        with open(meta, "rb") as f:
+            read_to, live_from = (int(field) for field in f.read().split()[:2])
+    except (OSError, ValueError):
+        return None
+    loaded = Journal(journal).load()
+    if loaded.read_to is not None:
+        read_to = max(read_to, loaded.read_to[1])
+    return read_to, live_from
+
+
+def remove_cursor(directory: str, channel: str) -> None:
+    for path in cursor_files(directory, channel):
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+
+class CursorQueue:
+    def __init__(self, name: str, topic_log: TopicLog, channel: str, side: DiskQueue, *, start: int,
+                 live_from: int, sync_every: int, logger: logging.Logger | None = None):
+        """``start``/``live_from``: where a cursor that has no files yet begins."""
+        self.name = name
+        self.topic_log = topic_log
+        self.side = side
+        self.sync_every = max(1, sync_every)
+        self.log = logger or logging.getLogger("nsqpy.topiclog")
+        self.channel = channel
+        self.meta_path, journal_path = cursor_files(topic_log.directory, channel)
+        self._journal = Journal(journal_path)
+        # the channel's deferred messages, for a deferred publish read before ``live_from``
+        self.defer: Callable[[bytes, float], None] | None = None
+        self.on_dirty: Callable[["CursorQueue"], None] | None = None
+        self._dirty = False
+        self._generation = 0
+        self._next_sequence = 0
+        self._buffer: deque[tuple[int, bytes]] = deque()  # read from the log, not handed out: (offset, record)
+        self._again: deque[tuple[bytes, Token]] = deque()  # requeued, still unacknowledged in the log
+        self._turn = 0  # which source goes first: requeued, side, log
+        self._outstanding: deque[tuple[int, int]] = deque()  # handed out, unacknowledged: (sequence, offset)
+        self._acked: dict[int, int] = {}  # sequence -> offset, acknowledged behind an outstanding one
+        self._marks: dict[int, tuple[int, int]] = {}  # sequence -> (offset, mark)
+        self._unjournaled: list[int] = []
+        self._acked_before: set[int] = set()  # offsets acknowledged before a restart, not read again yet
+        self._marks_before: dict[int, int] = {}
+        self._delivered_to: int | None = None  # furthest offset handed out for the first time
+        self._journaled_delivered_to: int | None = None
+        self._flushed_position = -1
+        self._unsynced_ops = 0
+        self.deferred_ahead = 0  # deferred publishes between the read offset and the end (skipped)
+        self._moving: tuple[int, int] | None = None  # (LOG, offset) of a log record being dead-lettered
+        self._written_fields: tuple[int, int] = (-1, -1)
+        if os.path.exists(self.meta_path):
+            self._load()
+        else:
+            self.read_offset = self.end = start
+            self.live_from = live_from
+            self._journal.remove()  # one without its meta file says nothing (a channel made again)
+            self._write_meta()
+        self._flushed_position = self.durable_position
+
+    # --- what it holds ------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        log_records = (self.end - self.read_offset + len(self._buffer) - len(self._acked_before)
+                       - self.deferred_ahead)
+        return max(log_records, 0) + len(self._again) + self.side.depth
+
+    def __len__(self) -> int:
+        return self.depth
+
+    @property
+    def durable_position(self) -> int:
+        """The oldest offset not yet acknowledged: a restart reads from there."""
+        if self._outstanding:
+            return self._outstanding[0][1]
+        if self._buffer:
+            return self._buffer[0][0]
+        return self.read_offset
+
+    @property
+    def owed_from(self) -> int:
+        """The first offset retention must keep for this channel."""
+        position = self.durable_position
+        return position if self._moving is None else min(position, self._moving[1])
+
+    @property
+    def owes(self) -> bool:
+        """Whether it has anything of the log left to hand out or hear back about."""
+        return bool(self._outstanding or self._buffer or self.read_offset < self.end or self._moving)
+
+    @property
+    def moving(self) -> tuple[int, int] | None:
+        """The record a crash cut dead-lettering short for (dead_letter.py), here or on the side queue."""
+        return self._moving if self._moving is not None else self.side.moving
+
+    @property
+    def unsynced_writes(self) -> int:
+        return self.side.unsynced_writes
+
+    @property
+    def needs_sync(self) -> bool:
+        return self._unsynced_ops > 0 or self.side.needs_sync
+
+    # --- the topic's side ---------------------------------------------------------------
+
+    def extend(self, end: int, deferred: int = 0) -> None:
+        """The topic hands out the log up to ``end`` (``deferred`` of the
+        new records are deferred publishes, which reach the channel live)."""
+        if end > self.end:
+            self.end = end
+            self.deferred_ahead += deferred
+
+    def rewind(self, offset: int, live_from: int) -> None:
+        """After ``empty()``: read again from ``offset``; deferred publishes
+        before ``live_from`` are deferred here, those after it came live."""
+        self.read_offset = offset
+        self.live_from = live_from
+        self.deferred_ahead = 0
+        self._write_meta()
+        self._flushed_position = self.durable_position
+
+    def hold(self) -> None:
+        """The topic stops handing messages out (paused): where the cursor's
+        end is, kept for a restart that finds the topic paused."""
+        self._write_meta()
+
+    # --- the calls of a MessageQueue ------------------------------------------------------
+
+    def put(self, data: bytes) -> None:
+        self.side.put(data)
+
+    def put_many(self, records: list[bytes]) -> None:
+        self.side.put_many(records)
+
+    def rewrite(self, token: Token, data: bytes) -> None:
+        """A requeue: a log record stays where it is, unacknowledged, and is
+        handed out again as ``data`` (the message with its attempts)."""
+        if token[2] != LOG:
+            self.side.rewrite(token, data)
+        elif token[0] == self._generation:
+            self._again.append((data, token))
+
+    def get_with_token(self) -> tuple[bytes, Token] | None:
+        """The next record, taking turns between requeued ones, the side
+        queue and the log; None when none is there."""
+        self._turn = (self._turn + 1) % 3
+        for source in range(self._turn, self._turn + 3):
+            source %= 3
+            if source == 0 and self._again:
+                return self._again.popleft()
+            if source == 1 and self.side.depth:
+                taken = self.side.get_with_token()
+                if taken is not None:
+                    return taken
+            if source == 2:
+                taken = self._next_from_log()
+                if taken is not None:
+                    return taken
+        return None
+
+    def ack(self, token: Token) -> None:
+        generation, sequence, number, offset = token
+        if number != LOG:
+            self.side.ack(token)
+            return
+        if generation != self._generation:
+            return
+        if self._moving is not None and self._moving[1] == offset:
+            self._moving = None
+            self._unsynced_ops = self.sync_every - 1  # the meta file forgets it at the sync below
+        self._marks.pop(sequence, None)
+        outstanding = self._outstanding
+        if outstanding and outstanding[0][0] == sequence:
+            outstanding.popleft()
+            acked = self._acked
+            while outstanding and outstanding[0][0] in acked:
+                del acked[outstanding.popleft()[0]]
+        else:
+            self._acked[sequence] = offset
+            self._unjournaled.append(sequence)
+        self._count_op()
+
+    def set_marks(self, marks: list[tuple[Token, int]]) -> None:
+        """Each record's attempts, as ``DiskQueue.set_marks`` keeps them."""
+        side: list[tuple[Token, int]] = []
+        moved = False
+        for token, mark in marks:
+            generation, sequence, number, offset = token
+            if number != LOG:
+                side.append((token, mark))
+            elif generation == self._generation:
+                if mark == FIRST_DELIVERY and (self._delivered_to is None or offset > self._delivered_to):
+                    self._delivered_to = offset
+                    moved = True
+                    continue
+                self._marks[sequence] = (offset, mark)
+                self._unjournaled.append(sequence)
+                moved = True
+        if side:
+            self.side.set_marks(side)
+        if moved:
+            self._count_op()
+
+    def mark_of(self, token: Token) -> int:
+        generation, sequence, number, offset = token
+        if number != LOG:
+            return self.side.mark_of(token)
+        if generation != self._generation:
+            return 0
+        marked = self._marks.get(sequence)
+        if marked is not None:
+            return marked[1]
+        delivered_to = self._delivered_to
+        return FIRST_DELIVERY if delivered_to is not None and offset <= delivered_to else 0
+
+    # --- dead letters (dead_letter.py) ------------------------------------------------------
+
+    def begin_move(self, token: Token) -> None:
+        if token[2] != LOG:
+            self.side.begin_move(token)
+        elif token[0] == self._generation:
+            self._moving = (LOG, token[3])
+            self.sync()
+
+    def settle_move(self, copied: bool) -> None:
+        moving = self._moving
+        if moving is None:
+            self.side.settle_move(copied)
+            return
+        if copied:
+            self._acked_before.add(moving[1])
+            self._journal.append(0, moving[1], ACKED)
+        self._moving = None
+        self.sync()
+
+    def record_at(self, start: tuple[int, int]) -> bytes:
+        if start[0] != LOG:
+            return self.side.record_at(start)
+        return self._record(start[1])
+
+    def last_record(self) -> bytes | None:
+        """The newest record not handed out yet (dead_letter.py's check at start)."""
+        if self.read_offset < self.end:
+            return self._record(self.end - 1)
+        if self._buffer:
+            return self._buffer[-1][1]
+        return self.side.last_record()
+
+    # --- durability -----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Acknowledgements and marks so far into the journal, no fsync (once
+        per loop turn): kill -9 loses none of them."""
+        self._dirty = False
+        self._journal_changes()
+        self._journal.flush(fsync=False)
+
+    def sync(self) -> None:
+        """The journal fsynced; the meta file rewritten only when what it
+        alone says changed (the journal's ``READ_TO`` carries the position)."""
+        self._journal_changes()
+        self._journal.flush(fsync=True)
+        if self._meta_fields() != self._written_fields:
+            self._write_meta()
+        self._unsynced_ops = 0
+        if self._journal.should_compact(self._live_count()):
+            self._compact()
+        if self.side.needs_sync:
+            self.side.sync()
+
+    def empty(self) -> None:
+        """Drop everything: the cursor moves to the end, the side queue empties."""
+        self._generation += 1
+        self._buffer.clear()
+        self._again.clear()
+        self._outstanding.clear()
+        self._acked.clear()
+        self._marks.clear()
+        self._unjournaled.clear()
+        self._acked_before.clear()
+        self._marks_before.clear()
+        self._delivered_to = self._journaled_delivered_to = None
+        self._moving = None
+        self.read_offset = self.end
+        self.deferred_ahead = 0
+        self._journal.remove()
+        self._write_meta()
+        self._flushed_position = self.durable_position
+        self.side.empty()
+
+    def leave(self) -> DiskQueue:
+        """The channel stops reading the log (its topic is no longer
+        retained; nothing is owed): its side queue, the cursor's files gone."""
+        self._journal.remove()
+        remove_cursor(self.topic_log.directory, self.channel)
+        return self.side
+
+    def close(self) -> None:
+        self.sync()
+        self._journal.close()
+        self.side.close()
+
+    def delete(self) -> None:
+        self._journal.remove()
+        remove_cursor(self.topic_log.directory, self.channel)
+        self.side.delete()
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _next_from_log(self) -> tuple[bytes, Token] | None:
+        buffer = self._buffer
+        if not buffer and self.read_offset < self.end:
+            self._read_ahead()
+        if not buffer:
+            return None
+        offset, record = buffer.popleft()
+        sequence = self._next_sequence
+        self._next_sequence += 1
+        self._outstanding.append((sequence, offset))
+        if self._marks_before:
+            mark = self._marks_before.pop(offset, None)
+            if mark is not None:
+                self._marks[sequence] = (offset, mark)
+        return record, (self._generation, sequence, LOG, offset)
+
+    def _read_ahead(self) -> None:
+        """Records from the read offset into the buffer, up to ``READ_BYTES``."""
+        topic_log = self.topic_log
+        if self.read_offset < topic_log.earliest:
+            self.log.warning("CURSOR(%s): offsets %d to %d were removed by retention before it read them",
+                             self.name, self.read_offset, topic_log.earliest - 1)
+            self.read_offset = topic_log.earliest
+        end = min(self.end, topic_log.latest)
+        if self.read_offset >= end:
+            return
+        try:
+            chunks, next_offset = topic_log.records(self.read_offset, end, READ_BYTES)
+        except CorruptChunk as error:
+            skipped_to = topic_log.segment_end(self.read_offset)
+            self.log.error("CURSOR(%s): offsets %d to %d skipped: %s", self.name, self.read_offset,
+                           skipped_to - 1, error)
+            self.read_offset = skipped_to
+            return
+        except OSError as error:  # read again at the next look
+            self.log.error("CURSOR(%s): reading offset %d failed: %s", self.name, self.read_offset, error)
+            return
+        acked_before, buffer = self._acked_before, self._buffer
+        for chunk in chunks:
+            offset = chunk.first_offset
+            if chunk.flags & DEFERRED:
+                if offset >= self.live_from:  # it reached the channel live
+                    self.deferred_ahead = max(self.deferred_ahead - len(chunk.ids), 0)
+                else:
+                    self._defer(chunk)
+                continue
+            for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps):
+                if acked_before and offset in acked_before:
+                    acked_before.discard(offset)
+                    self._marks_before.pop(offset, None)
+                else:
+                    buffer.append((offset, encode_message(timestamp, 0, message_id, body)))
+                offset += 1
+        self.read_offset = next_offset
+
+    def _defer(self, chunk) -> None:
+        """A deferred publish before ``live_from`` (a rewind reached it): to the
+        channel's deferred messages, due when the publish asked."""
+        left = (chunk.timestamps[0] + delay_ms(chunk.flags) * 1_000_000 - time.time_ns()) / 1e9
+        for offset, (message_id, body, timestamp) in enumerate(zip(chunk.ids, chunk.bodies, chunk.timestamps),
+                                                               chunk.first_offset):
+            record = encode_message(timestamp, 0, message_id, body)
+            if self.defer is not None and left > 0:
+                self.defer(record, left)
+            else:
+                self._buffer.append((offset, record))
+
+    def _record(self, offset: int) -> bytes:
+        chunks, _ = self.topic_log.records(offset, offset + 1)
+        chunk = chunks[0]
+        return encode_message(chunk.timestamps[0], 0, chunk.ids[0], chunk.bodies[0])
+
+    def _count_op(self) -> None:
+        """One more acknowledgement or mark: a sync every ``sync_every`` of
+        them (a failure is logged; the next one records the progress), and
+        until then the owner hears once that there is something to flush."""
+        self._unsynced_ops += 1
+        if self._unsynced_ops >= self.sync_every:
+            try:
+                self.sync()
+            except OSError as error:
+                self.log.error("CURSOR(%s): sync failed: %s", self.name, error)
+        elif not self._dirty and self.on_dirty is not None:
+            self._dirty = True
+            self.on_dirty(self)
+
+    def _journal_changes(self) -> None:
+        """New entries: acknowledgements still behind an outstanding record,
+        marks on records still outstanding, how far first deliveries
+        reached, and the durable position if it moved."""
+        journal = self._journal
+        delivered_to = self._delivered_to
+        if delivered_to is not None and delivered_to != self._journaled_delivered_to:
+            journal.append(0, delivered_to, DELIVERED_TO)
+            self._journaled_delivered_to = delivered_to
+        for sequence in dict.fromkeys(self._unjournaled):
+            offset = self._acked.get(sequence)
+            if offset is not None:
+                journal.append(0, offset, ACKED)
+                continue
+            marked = self._marks.get(sequence)
+            if marked is not None:
+                journal.append(0, marked[0], marked[1])
+        self._unjournaled.clear()
+        position = self.durable_position
+        if position != self._flushed_position:
+            journal.append(0, position, READ_TO)
+            self._flushed_position = position
+
+    def _live_count(self) -> int:
+        return len(self._acked) + len(self._acked_before) + len(self._marks) + len(self._marks_before)
+
+    def _compact(self) -> None:
+        """The journal rewritten with what still says something, once the
+        meta file holds the durable position its ``READ_TO`` entries said."""
+        self._write_meta()
+        live: dict[tuple[int, int], int] = {(0, offset): mark for offset, mark in self._marks_before.items()}
+        for offset, mark in self._marks.values():
+            live[(0, offset)] = mark
+        for offset in self._acked_before:
+            live[(0, offset)] = ACKED
+        for offset in self._acked.values():
+            live[(0, offset)] = ACKED
+        delivered_to = self._delivered_to
+        if delivered_to is not None and delivered_to < self.durable_position:
+            delivered_to = self._delivered_to = None
+        self._journal.rewrite(live, None if delivered_to is None else (0, delivered_to))
+        self._journaled_delivered_to = delivered_to
+        self._flushed_position = -1  # the next flush says the position again
+
+    def _meta_fields(self) -> tuple[int, int]:
+        return self.live_from, -1 if self._moving is None else self._moving[1]
+
+    def _write_meta(self) -> None:
+        """``<durable position> <live_from> <end> <record being moved or -1>``, durably."""
+        live_from, moving = fields = self._meta_fields()
+        write_atomically(self.meta_path, b"%d %d %d %d\n" % (self.durable_position, live_from, self.end, moving))
+        self._written_fields = fields
+
+    def _load(self) -> None:
+        """The cursor's files as a crash or a stop left them."""
+        with open(self.meta_path, "rb") as f:
+            read_to, self.live_from, end, moving = (int(field) for field in f.read().split())
+        loaded = self._journal.load()
+        if loaded.read_to is not None:
+            read_to = max(read_to, loaded.read_to[1])
+        latest = self.topic_log.latest
+        if read_to > latest:  # the log's tail was cut (a power loss): nothing past it exists
+            self.log.warning("CURSOR(%s): position %d is past the log's end %d; reading from the end",
+                             self.name, read_to, latest)
+            read_to = latest
+        self.read_offset = read_to
+        self.end = min(max(end, read_to), latest)
+        for (_, offset), state in loaded.states.items():
+            if offset < read_to or offset >= latest:
+                continue
+            if state == ACKED:
+                self._acked_before.add(offset)
+            else:
+                self._marks_before[offset] = state
+        if loaded.delivered_to is not None and loaded.delivered_to[1] >= read_to:
+            self._delivered_to = self._journaled_delivered_to = loaded.delivered_to[1]
+        if moving >= read_to and moving not in self._acked_before:
+            self._moving = (LOG, moving)
+        self._written_fields = self._meta_fields()
+        if loaded.read_to is not None:  # the meta file takes the position over, the journal shrinks
+            self._compact()
