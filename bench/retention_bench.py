@@ -2,7 +2,7 @@
 nsqd's CPU per message beside the rates (the machine's noise moves rates,
 less so their ratios):
 
-    python bench/retention_bench.py [publish|fanout|read|replay ...] [--runfor 5]
+    python bench/retention_bench.py [publish|fanout|read|replay|durable ...] [--runfor 5]
 
 * publish: bench_writer's PUB and MPUB 200 into a topic with an offline
   channel, retained (--retention=1h) against plain, in memory mode and in
@@ -16,6 +16,8 @@ less so their ratios):
 * replay: 200,000 messages delivered to one bench_reader from a channel
   replaying the log (from=earliest) against a channel holding the same
   backlog live.
+* durable: durable mode end to end with two channels, retained against
+  plain: publish rate, bytes on disk, then both channels drained.
 """
 
 import argparse
@@ -75,6 +77,17 @@ def fill(nsqd, topic: str, count: int, batch: int = 1000) -> None:
                 raise SystemExit("MPUB refused")
 
 
+def drain_each(nsqd, topic: str, channels: list[str]) -> tuple[float, float]:
+    """Each channel drained by bench_reader in turn. -> (deliveries/s, nsqd CPU µs per delivery)."""
+    before = cpu_of(nsqd)
+    delivered, seconds = 0, 0.0
+    for channel in channels:
+        result = tool("bench_reader", nsqd, "--topic", topic, "--channel", channel, "--runfor", "600")
+        delivered += result["messages"]
+        seconds += result["seconds"]
+    return delivered / seconds, (cpu_of(nsqd) - before) / delivered * 1e6
+
+
 def table(title: str, header: str, rows: list[str]) -> None:
     print(f"\n### {title}\n")
     print(header)
@@ -119,14 +132,8 @@ def fanout(args) -> None:
                 fill(nsqd, "fan", count)
                 in_rate = count / (time.perf_counter() - started)
                 in_cpu = (cpu_of(nsqd) - before) / count * 1e6
-                before = cpu_of(nsqd)
-                delivered, seconds = 0, 0.0
-                for number in range(channels):
-                    result = tool("bench_reader", nsqd, "--topic", "fan", "--channel", f"c{number}", "--runfor", "600")
-                    delivered += result["messages"]
-                    seconds += result["seconds"]
-                out_cpu = (cpu_of(nsqd) - before) / delivered * 1e6
-                rows.append(f"| {channels} | {label} | {in_rate:,.0f} | {in_cpu:.2f} | {delivered / seconds:,.0f} | "
+                out_rate, out_cpu = drain_each(nsqd, "fan", [f"c{number}" for number in range(channels)])
+                rows.append(f"| {channels} | {label} | {in_rate:,.0f} | {in_cpu:.2f} | {out_rate:,.0f} | "
                             f"{out_cpu:.2f} |")
                 print(rows[-1], flush=True)
     table("Fan-out (100,000 messages)", "| channels | topic | in msgs/s | in CPU µs/msg | out deliveries/s | "
@@ -181,7 +188,31 @@ def replay(args) -> None:
     table("One consumer, 200,000 messages", "| channel | delivered | deliveries/s | nsqd CPU µs/delivery |", rows)
 
 
-PARTS = {"publish": publish, "fanout": fanout, "read": read, "replay": replay}
+def durable(args) -> None:
+    """Durable mode end to end, two channels: what 20,000 published messages
+    put on disk, then each channel drained (every FIN made durable)."""
+    count = 20_000
+    rows = []
+    for label, extra in (("plain", ()), ("retained", RETAINED)):
+        with tempfile.TemporaryDirectory() as data, nsqd_process(data, *DURABLE, *extra) as nsqd:
+            post(nsqd, "topic/create?topic=kept")
+            for channel in ("a", "b"):
+                post(nsqd, f"channel/create?topic=kept&channel={channel}")
+            before = cpu_of(nsqd)
+            started = time.perf_counter()
+            fill(nsqd, "kept", count, batch=200)
+            in_rate = count / (time.perf_counter() - started)
+            in_cpu = (cpu_of(nsqd) - before) / count * 1e6
+            on_disk = sum(path.stat().st_size for path in Path(data).rglob("*") if path.is_file())
+            out_rate, out_cpu = drain_each(nsqd, "kept", ["a", "b"])
+            rows.append(f"| {label} | {in_rate:,.0f} | {in_cpu:.2f} | {on_disk / 2**20:.1f} | "
+                        f"{out_rate:,.0f} | {out_cpu:.1f} |")
+            print(rows[-1], flush=True)
+    table("Durable mode, 2 channels, 20,000 x 200 B in MPUBs of 200", "| topic | in msgs/s | in CPU µs/msg | "
+          "on disk MiB | out deliveries/s | out CPU µs/delivery |", rows)
+
+
+PARTS = {"publish": publish, "fanout": fanout, "read": read, "replay": replay, "durable": durable}
 
 
 def main() -> None:
