@@ -183,3 +183,20 @@ def test_nsqs_own_nsqd_gets_what_a_reading_channel_had_yet_to_finish(tmp_path):
         with WireConn(nsqd.tcp_hostport) as c:
             c.subscribe("t", "c", rdy=30)
             assert sorted(c.drain()) == bodies[10:]
+
+
+def test_retention_is_not_turned_off_under_what_a_paused_topic_holds_back(tmp_path):
+    with nsqd_process(str(tmp_path / "data"), *SAFE) as nsqd:
+        make_channel(nsqd, "t", "c")
+        assert post(nsqd, "/topic/pause?topic=t")[0] == 200
+        publish(nsqd, "t", [b"held back"])
+        topic = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic=t")[1]["topics"][0]
+        assert (topic["depth"], topic["channels"][0]["depth"]) == (1, 0)  # the topic's, as NSQ's would count it
+        status, answer = post(nsqd, "/topic/config?topic=t&retention=0")
+        assert status == 400 and "still reads from the log" in answer["message"]
+        assert post(nsqd, "/topic/unpause?topic=t")[0] == 200
+        with WireConn(nsqd.tcp_hostport) as c:
+            c.subscribe("t", "c", rdy=10)
+            assert c.drain() == [b"held back"]
+            assert c.answers_handled() == []
+        assert post(nsqd, "/topic/config?topic=t&retention=0")[0] == 200

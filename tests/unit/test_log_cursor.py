@@ -161,3 +161,55 @@ def test_a_position_past_a_log_cut_short_reads_from_its_end(tmp_path):
     (tmp_path / "t.log" / "c.cursor").write_bytes(b"9 0 9 -1\n")  # as if the log lost its tail
     again = Files(tmp_path).cursor()
     assert again.read_offset == 2 and again.depth == 0
+
+
+def test_records_finished_before_a_restart_stay_finished_through_a_compaction_and_a_second_crash(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr("nsqpy.diskqueue.journal.COMPACT_SLACK", 0)  # compact at every sync
+    files = Files(tmp_path)
+    files.publish(b"a", b"b", b"c")
+    cursor = files.cursor()
+    a, b = cursor.get_with_token(), cursor.get_with_token()
+    cursor.ack(b[1])  # behind a, still held
+    cursor.flush()
+    again = Files(tmp_path).cursor()  # kill -9
+    held = [again.get_with_token(), again.get_with_token()]
+    assert [body(each) for each in held] == [b"a", b"c"]
+    again.sync()  # compacts the journal
+    third = Files(tmp_path).cursor()  # kill -9 again
+    assert drain(third) == [b"a", b"c"]
+
+
+def test_a_long_stretch_finished_before_a_restart_does_not_hide_what_follows(tmp_path, monkeypatch):
+    monkeypatch.setattr("nsqpy.topiclog.cursor.READ_BYTES", 64)  # a chunk per read
+    files = Files(tmp_path)
+    for index in range(30):
+        files.publish(b"m%02d" % index)
+    cursor = files.cursor()
+    taken = [cursor.get_with_token() for _ in range(30)]
+    for _, token in taken[1:29]:  # m00 and m29 held, the rest finished behind m00
+        cursor.ack(token)
+    cursor.flush()
+    again = Files(tmp_path).cursor()
+    first, last = again.get_with_token(), again.get_with_token()
+    assert (body(first), body(last)) == (b"m00", b"m29")
+    assert again.get_with_token() is None and again.depth == 0
+
+
+def test_a_deferred_publish_a_rewind_deferred_is_not_deferred_again_after_a_crash(tmp_path):
+    files = Files(tmp_path)
+    files.publish(b"held")
+    files.publish(b"later", defer_ms=60_000)
+    files.publish(b"due", defer_ms=1)
+    files.publish(b"after")
+    cursor = files.cursor(start=0, live_from=files.topic_log.latest)
+    deferred = []
+    cursor.defer = lambda record, delay: deferred.append(message_fields(record)[3])
+    time.sleep(0.01)
+    taken = [cursor.get_with_token() for _ in range(3)]
+    assert [body(each) for each in taken] == [b"held", b"due", b"after"] and deferred == [b"later"]
+    cursor.ack(taken[1][1])  # "due" finished behind "held"
+    cursor.flush()
+    again = Files(tmp_path).cursor()
+    again.defer = lambda record, delay: deferred.append(message_fields(record)[3])
+    assert drain(again) == [b"held", b"after"] and deferred == [b"later"]

@@ -65,7 +65,7 @@ def _export_logs(options: NsqdOptions, data_path: str, log: logging.Logger) -> i
     nsqd.dat, as a start makes them) and for its first channel, into their
     queues. -> records written."""
     from ..topiclog import TopicLog
-    from ..topiclog.cursor import remove_cursor, saved_position
+    from ..topiclog.cursor import cursor_files, remove_cursor, saved_position
 
     copied = 0
     for topic, channels in ((entry[0], {channel[0] for channel in entry[5]})
@@ -82,6 +82,9 @@ def _export_logs(options: NsqdOptions, data_path: str, log: logging.Logger) -> i
                     position: tuple[int, int] | None = read_cursor(replay)
                 else:  # durable mode's cursor (topiclog/cursor.py), if the channel has one
                     position = saved_position(directory, channel)
+                    if position is None and os.path.exists(cursor_files(directory, channel)[0]):
+                        log.error("EXPORT: %s:%s: its cursor file cannot be read; what it had yet to hand "
+                                  "out stays in %s only", topic, channel, directory)
                 if position is None:
                     continue
                 copied += _copy_log(options, data_path, topic_log, f"{topic}:{channel}", *position, log)

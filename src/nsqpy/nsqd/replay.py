@@ -60,16 +60,15 @@ def remove_stale_cursors(topic) -> None:
     cursor of a channel nsqd.dat does not list goes. Such a channel was made
     just before nsqd died, before nsqd.dat listed it; if it was taking the
     topic's backlog, the backlog is still the topic's (Topic.get_channel),
-    and a channel of that name made later starts afresh, as in NSQ."""
+    and a channel of that name made later starts afresh. (A durable-mode
+    channel's cursor stays, as NSQ leaves such a channel's disk queue: a
+    channel of that name made later goes on from it.)"""
     topic_log = topic.topic_log
     if topic_log is None:
         return
-    from ..topiclog import cursor
-
     for file_name in os.listdir(topic_log.directory):
-        for suffix in (CURSOR_SUFFIX, cursor.CURSOR_SUFFIX, cursor.JOURNAL_SUFFIX):
-            if file_name.endswith(suffix) and file_name[:-len(suffix)] not in topic.channels:
-                os.remove(os.path.join(topic_log.directory, file_name))
+        if file_name.endswith(CURSOR_SUFFIX) and file_name[:-len(CURSOR_SUFFIX)] not in topic.channels:
+            os.remove(os.path.join(topic_log.directory, file_name))
 
 
 def chunk_messages(chunk) -> list[Message]:

@@ -155,8 +155,9 @@ def open_cursor(nsqd, topic, channel_name: str, side):
         start, live_from = read_cursor(replay_file)
     except FileNotFoundError:
         replay_file = ""
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError) as error:  # left in place for the operator, as Replay.resume leaves it
         nsqd.log.error("CHANNEL(%s): cannot read its replay cursor: %s", channel_name, error)
+        replay_file = ""
     cursor = CursorQueue(f"{topic.name}:{channel_name}", topic_log, channel_name, side, start=start,
                          live_from=live_from, sync_every=nsqd.options.sync_every, logger=nsqd.log)
     cursor.on_dirty = nsqd.flush_soon

@@ -57,9 +57,15 @@ class Topic:
     @property
     def depth(self) -> int:
         """Messages waiting for a channel: in the topic's queue, or in its
-        log while a retained topic has none."""
+        log while a retained topic has none, or while it holds back the
+        channels that read its log (paused, durable mode)."""
         topic_log = self.topic_log
-        if topic_log is None or topic_log.backlog_from is None or self.channels:
+        if topic_log is None:
+            return len(self.queue)
+        if self.channels:
+            ends = [channel.cursor.end for channel in self.channels.values() if channel.cursor is not None]
+            return len(self.queue) + (topic_log.latest - min(ends) if ends else 0)
+        if topic_log.backlog_from is None:
             return len(self.queue)
         return len(self.queue) + topic_log.latest - topic_log.backlog_from
 

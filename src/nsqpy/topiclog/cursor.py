@@ -105,10 +105,12 @@ class CursorQueue:
         self._dirty = False
         self._generation = 0
         self._next_sequence = 0
-        self._buffer: deque[tuple[int, bytes]] = deque()  # read from the log, not handed out: (offset, record)
+        # read from the log and not handed out yet: (sequence, offset, record); outstanding already
+        self._buffer: deque[tuple[int, int, bytes]] = deque()
         self._again: deque[tuple[bytes, Token]] = deque()  # requeued, still unacknowledged in the log
         self._turn = 0  # which source goes first: requeued, side, log
-        self._outstanding: deque[tuple[int, int]] = deque()  # handed out, unacknowledged: (sequence, offset)
+        # read and not acknowledged, in offset order: (sequence, offset); the first is the durable position
+        self._outstanding: deque[tuple[int, int]] = deque()
         self._acked: dict[int, int] = {}  # sequence -> offset, acknowledged behind an outstanding one
         self._marks: dict[int, tuple[int, int]] = {}  # sequence -> (offset, mark)
         self._unjournaled: list[int] = []
@@ -121,6 +123,7 @@ class CursorQueue:
         self.deferred_ahead = 0  # deferred publishes between the read offset and the end (skipped)
         self._moving: tuple[int, int] | None = None  # (LOG, offset) of a log record being dead-lettered
         self._written_fields: tuple[int, int] = (-1, -1)
+        self._closed = False
         if os.path.exists(self.meta_path):
             self._load()
         else:
@@ -135,7 +138,7 @@ class CursorQueue:
     @property
     def depth(self) -> int:
         log_records = (self.end - self.read_offset + len(self._buffer) - len(self._acked_before)
-                       - self.deferred_ahead)
+                       - self.deferred_ahead)  # never too low: a dispatch stops at 0
         return max(log_records, 0) + len(self._again) + self.side.depth
 
     def __len__(self) -> int:
@@ -146,8 +149,6 @@ class CursorQueue:
         """The oldest offset not yet acknowledged: a restart reads from there."""
         if self._outstanding:
             return self._outstanding[0][1]
-        if self._buffer:
-            return self._buffer[0][0]
         return self.read_offset
 
     @property
@@ -159,7 +160,8 @@ class CursorQueue:
     @property
     def owes(self) -> bool:
         """Whether it has anything of the log left to hand out or hear back about."""
-        return bool(self._outstanding or self._buffer or self.read_offset < self.end or self._moving)
+        return bool(self._outstanding or self.read_offset < self.end or self.end < self.topic_log.latest
+                    or self._moving)
 
     @property
     def moving(self) -> tuple[int, int] | None:
@@ -212,6 +214,8 @@ class CursorQueue:
             self.side.rewrite(token, data)
         elif token[0] == self._generation:
             self._again.append((data, token))
+        else:  # emptied since: no record of it here any more, as DiskQueue.rewrite
+            self.side.put(data)
 
     def get_with_token(self) -> tuple[bytes, Token] | None:
         """The next record, taking turns between requeued ones, the side
@@ -316,7 +320,7 @@ class CursorQueue:
         if self.read_offset < self.end:
             return self._record(self.end - 1)
         if self._buffer:
-            return self._buffer[-1][1]
+            return self._buffer[-1][2]
         return self.side.last_record()
 
     # --- durability -----------------------------------------------------------------------
@@ -325,12 +329,16 @@ class CursorQueue:
         """Acknowledgements and marks so far into the journal, no fsync (once
         per loop turn): kill -9 loses none of them."""
         self._dirty = False
+        if self._closed:
+            return
         self._journal_changes()
         self._journal.flush(fsync=False)
 
     def sync(self) -> None:
         """The journal fsynced; the meta file rewritten only when what it
         alone says changed (the journal's ``READ_TO`` carries the position)."""
+        if self._closed:
+            return
         self._journal_changes()
         self._journal.flush(fsync=True)
         if self._meta_fields() != self._written_fields:
@@ -364,16 +372,19 @@ class CursorQueue:
     def leave(self) -> DiskQueue:
         """The channel stops reading the log (its topic is no longer
         retained; nothing is owed): its side queue, the cursor's files gone."""
+        self._closed = True
         self._journal.remove()
         remove_cursor(self.topic_log.directory, self.channel)
         return self.side
 
     def close(self) -> None:
         self.sync()
+        self._closed = True
         self._journal.close()
         self.side.close()
 
     def delete(self) -> None:
+        self._closed = True
         self._journal.remove()
         remove_cursor(self.topic_log.directory, self.channel)
         self.side.delete()
@@ -381,71 +392,88 @@ class CursorQueue:
     # --- internals ------------------------------------------------------------------------
 
     def _next_from_log(self) -> tuple[bytes, Token] | None:
+        """The next record read from the log, reading on past stretches
+        with nothing to hand out (acknowledged before a restart, deferred)."""
         buffer = self._buffer
-        if not buffer and self.read_offset < self.end:
+        while not buffer and self.read_offset < min(self.end, self.topic_log.latest):
+            before = self.read_offset
             self._read_ahead()
+            if self.read_offset == before:  # a read that failed: the next look tries again
+                break
         if not buffer:
+            if self.read_offset >= self.end:
+                self.deferred_ahead = 0  # none can be left ahead
             return None
-        offset, record = buffer.popleft()
-        sequence = self._next_sequence
-        self._next_sequence += 1
-        self._outstanding.append((sequence, offset))
-        if self._marks_before:
-            mark = self._marks_before.pop(offset, None)
-            if mark is not None:
-                self._marks[sequence] = (offset, mark)
+        sequence, offset, record = buffer.popleft()
         return record, (self._generation, sequence, LOG, offset)
 
     def _read_ahead(self) -> None:
-        """Records from the read offset into the buffer, up to ``READ_BYTES``."""
+        """Records from the read offset on, up to ``READ_BYTES``: each one
+        outstanding from now on, handed out from the buffer; those
+        acknowledged before a restart and the deferred publishes handed to
+        the channel's deferred messages held as acknowledged, in order, so
+        the durable position passes them only with what comes before them."""
         topic_log = self.topic_log
         if self.read_offset < topic_log.earliest:
             self.log.warning("CURSOR(%s): offsets %d to %d were removed by retention before it read them",
                              self.name, self.read_offset, topic_log.earliest - 1)
             self.read_offset = topic_log.earliest
-        end = min(self.end, topic_log.latest)
-        if self.read_offset >= end:
-            return
+            self.deferred_ahead = 0
         try:
-            chunks, next_offset = topic_log.records(self.read_offset, end, READ_BYTES)
+            chunks, next_offset = topic_log.records(self.read_offset, min(self.end, topic_log.latest), READ_BYTES)
         except CorruptChunk as error:
             skipped_to = topic_log.segment_end(self.read_offset)
             self.log.error("CURSOR(%s): offsets %d to %d skipped: %s", self.name, self.read_offset,
                            skipped_to - 1, error)
             self.read_offset = skipped_to
+            self.deferred_ahead = 0
             return
         except OSError as error:  # read again at the next look
             self.log.error("CURSOR(%s): reading offset %d failed: %s", self.name, self.read_offset, error)
             return
-        acked_before, buffer = self._acked_before, self._buffer
+        now_ns = time.time_ns()
         for chunk in chunks:
-            offset = chunk.first_offset
+            due_in = 0.0
             if chunk.flags & DEFERRED:
-                if offset >= self.live_from:  # it reached the channel live
+                if chunk.first_offset >= self.live_from:  # it reached the channel live
                     self.deferred_ahead = max(self.deferred_ahead - len(chunk.ids), 0)
-                else:
-                    self._defer(chunk)
-                continue
-            for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps):
-                if acked_before and offset in acked_before:
-                    acked_before.discard(offset)
+                    continue
+                due_in = (chunk.timestamps[0] + delay_ms(chunk.flags) * 1_000_000 - now_ns) / 1e9
+            for offset, (message_id, body, timestamp) in enumerate(
+                    zip(chunk.ids, chunk.bodies, chunk.timestamps), chunk.first_offset):
+                if offset in self._acked_before:
+                    self._acked_before.discard(offset)
                     self._marks_before.pop(offset, None)
-                else:
-                    buffer.append((offset, encode_message(timestamp, 0, message_id, body)))
-                offset += 1
+                    self._hold_as_acknowledged(offset, journal=False)
+                    continue
+                record = encode_message(timestamp, 0, message_id, body)
+                if due_in > 0 and self.defer is not None:
+                    self.defer(record, due_in)
+                    self._hold_as_acknowledged(offset, journal=True)
+                    continue
+                sequence = self._next_sequence
+                self._next_sequence += 1
+                self._outstanding.append((sequence, offset))
+                if self._marks_before:
+                    mark = self._marks_before.pop(offset, None)
+                    if mark is not None:
+                        self._marks[sequence] = (offset, mark)
+                self._buffer.append((sequence, offset, record))
         self.read_offset = next_offset
 
-    def _defer(self, chunk) -> None:
-        """A deferred publish before ``live_from`` (a rewind reached it): to the
-        channel's deferred messages, due when the publish asked."""
-        left = (chunk.timestamps[0] + delay_ms(chunk.flags) * 1_000_000 - time.time_ns()) / 1e9
-        for offset, (message_id, body, timestamp) in enumerate(zip(chunk.ids, chunk.bodies, chunk.timestamps),
-                                                               chunk.first_offset):
-            record = encode_message(timestamp, 0, message_id, body)
-            if self.defer is not None and left > 0:
-                self.defer(record, left)
-            else:
-                self._buffer.append((offset, record))
+    def _hold_as_acknowledged(self, offset: int, journal: bool) -> None:
+        """A record read and done with at once. Behind an outstanding one
+        it stays listed as acknowledged (in the journal too, when it is
+        not there already) until the durable position passes it."""
+        if self._outstanding:
+            sequence = self._next_sequence
+            self._next_sequence += 1
+            self._outstanding.append((sequence, offset))
+            self._acked[sequence] = offset
+            if journal:
+                self._unjournaled.append(sequence)
+        if journal:
+            self._count_op()
 
     def _record(self, offset: int) -> bytes:
         chunks, _ = self.topic_log.records(offset, offset + 1)
@@ -532,7 +560,11 @@ class CursorQueue:
                              self.name, read_to, latest)
             read_to = latest
         self.read_offset = read_to
-        self.end = min(max(end, read_to), latest)
+        # the end was past every record the journal names, whatever the meta file last said of it
+        named = [offset for _, offset in loaded.states if offset < latest]
+        if loaded.delivered_to is not None:
+            named.append(loaded.delivered_to[1])
+        self.end = min(max(end, read_to, max(named, default=-1) + 1), latest)
         for (_, offset), state in loaded.states.items():
             if offset < read_to or offset >= latest:
                 continue
