@@ -8,6 +8,8 @@ from collections import Counter
 import threading
 import time
 
+import pytest
+
 from nsqpy.localcluster import nsqd_process
 from nsqpy.protocol import commands as cmd
 from tests.support.wire import Closed, WireConn, http, http_json, wait_until
@@ -82,14 +84,17 @@ def receive_all(c, expected: set[bytes], timeout: float = 60.0) -> list[bytes]:
     return received + c.drain(quiet=1)
 
 
-def test_kill_9_loses_no_acknowledged_message(tmp_path):
+@pytest.mark.parametrize("retained", [(), ("--retention=1h",)], ids=["plain", "retained"])
+def test_kill_9_loses_no_acknowledged_message(tmp_path, retained):
+    """On a retained topic the channel reads the log through a cursor
+    (topiclog/cursor.py): the same promise, with one write per message."""
     data = tmp_path / "crashing"
     data.mkdir()
     rng = random.Random(7)
     acked: list[bytes] = []
     finished: list[bytes] = []
     for round_ in range(3):
-        with nsqd_process(str(data), *SAFE) as daemon:
+        with nsqd_process(str(data), *SAFE, *retained) as daemon:
             assert http("POST", f"{daemon.http_url}/topic/create?topic=crash")[0] == 200
             assert http("POST", f"{daemon.http_url}/channel/create?topic=crash&channel=ch")[0] == 200
             kill_9_under_load(daemon, rng.uniform(0.4, 1.5), acked,
@@ -97,7 +102,7 @@ def test_kill_9_loses_no_acknowledged_message(tmp_path):
                               (consume_until_closed, (daemon, finished)))
     assert len(acked) > 100, "the load did not get going"
 
-    with nsqd_process(str(data), *SAFE) as daemon:
+    with nsqd_process(str(data), *SAFE, *retained) as daemon:
         with WireConn(daemon.tcp_hostport) as c:
             c.subscribe("crash", "ch", rdy=200)
             received = receive_all(c, set(acked) - set(finished))
