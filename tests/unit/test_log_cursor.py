@@ -6,6 +6,7 @@ import logging
 import time
 
 from nsqpy.diskqueue import DiskQueue
+from nsqpy.protocol.logchunk import CorruptChunk
 from nsqpy.protocol.message import encode_message, message_fields
 from nsqpy.topiclog import TopicLog
 from nsqpy.topiclog.cursor import LOG, CursorQueue, saved_position
@@ -213,3 +214,56 @@ def test_a_deferred_publish_a_rewind_deferred_is_not_deferred_again_after_a_cras
     again = Files(tmp_path).cursor()
     again.defer = lambda record, delay: deferred.append(message_fields(record)[3])
     assert drain(again) == [b"held", b"after"] and deferred == [b"later"]
+
+
+def test_a_deferred_publish_alone_in_a_rewound_log_is_deferred_once_through_a_crash(tmp_path):
+    files = Files(tmp_path)
+    files.publish(b"later", defer_ms=60_000)
+    cursor = files.cursor()
+    cursor.sync_every = 1
+    cursor.empty()
+    cursor.rewind(0, files.topic_log.latest)
+    deferred = []
+    cursor.defer = lambda record, delay: deferred.append(message_fields(record)[3])
+    assert cursor.get_with_token() is None and deferred == [b"later"]
+    again = Files(tmp_path).cursor()  # kill -9
+    again.defer = lambda record, delay: deferred.append(message_fields(record)[3])
+    assert again.get_with_token() is None and deferred == [b"later"]
+
+
+def test_a_deferred_queue_that_refuses_leaves_the_record_to_the_next_look(tmp_path):
+    files = Files(tmp_path)
+    files.publish(b"a")
+    files.publish(b"later", defer_ms=60_000)
+    files.publish(b"b")
+    cursor = files.cursor(start=0, live_from=files.topic_log.latest)
+    deferred, refusals = [], [OSError(28, "No space left on device")]
+
+    def defer(record, delay):
+        if refusals:
+            raise refusals.pop()
+        deferred.append(message_fields(record)[3])
+    cursor.defer = defer
+    assert cursor.get_with_token() is not None and deferred == []  # a; then the refusal, logged
+    assert body(cursor.get_with_token()) == b"b" and deferred == [b"later"]  # the next look defers it
+
+
+def test_a_corrupt_stretch_skipped_after_a_restart_leaves_the_depth_right(tmp_path, monkeypatch):
+    files = Files(tmp_path)
+    for index in range(4):
+        files.publish(b"m%d" % index)
+    cursor = files.cursor()
+    taken = [cursor.get_with_token() for _ in range(4)]
+    for _, token in taken[1:3]:  # m0 and m3 held, m1 and m2 finished behind m0
+        cursor.ack(token)
+    cursor.flush()
+    again = Files(tmp_path)
+    readable = again.topic_log.records
+    monkeypatch.setattr(again.topic_log, "records", lambda start, end=None, max_bytes=0: (
+        (_ for _ in ()).throw(CorruptChunk("bad checksum")) if start < 2 else readable(start, end, max_bytes)))
+    monkeypatch.setattr(again.topic_log, "segment_end", lambda offset: 2)
+    restarted = again.cursor()
+    assert drain(restarted) == [b"m3"] and restarted.depth == 0
+    again.publish(b"m4")
+    restarted.extend(again.topic_log.latest)
+    assert restarted.depth == 1 and drain(restarted) == [b"m4"]

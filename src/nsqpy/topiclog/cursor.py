@@ -316,9 +316,11 @@ class CursorQueue:
         return self._record(start[1])
 
     def last_record(self) -> bytes | None:
-        """The newest record not handed out yet (dead_letter.py's check at start)."""
-        if self.read_offset < self.end:
-            return self._record(self.end - 1)
+        """The newest record not handed out yet (dead_letter.py's check at
+        start): every record of the log past the read offset reaches the
+        channel, held back by a paused topic or not."""
+        if self.read_offset < self.topic_log.latest:
+            return self._record(self.topic_log.latest - 1)
         if self._buffer:
             return self._buffer[-1][2]
         return self.side.last_record()
@@ -364,8 +366,8 @@ class CursorQueue:
         self._moving = None
         self.read_offset = self.end
         self.deferred_ahead = 0
+        self._write_meta()  # before the journal goes: a crash in between keeps the new position
         self._journal.remove()
-        self._write_meta()
         self._flushed_position = self.durable_position
         self.side.empty()
 
@@ -417,16 +419,14 @@ class CursorQueue:
         if self.read_offset < topic_log.earliest:
             self.log.warning("CURSOR(%s): offsets %d to %d were removed by retention before it read them",
                              self.name, self.read_offset, topic_log.earliest - 1)
-            self.read_offset = topic_log.earliest
-            self.deferred_ahead = 0
+            self._jump_to(topic_log.earliest)
         try:
             chunks, next_offset = topic_log.records(self.read_offset, min(self.end, topic_log.latest), READ_BYTES)
         except CorruptChunk as error:
             skipped_to = topic_log.segment_end(self.read_offset)
             self.log.error("CURSOR(%s): offsets %d to %d skipped: %s", self.name, self.read_offset,
                            skipped_to - 1, error)
-            self.read_offset = skipped_to
-            self.deferred_ahead = 0
+            self._jump_to(skipped_to)
             return
         except OSError as error:  # read again at the next look
             self.log.error("CURSOR(%s): reading offset %d failed: %s", self.name, self.read_offset, error)
@@ -437,18 +437,27 @@ class CursorQueue:
             if chunk.flags & DEFERRED:
                 if chunk.first_offset >= self.live_from:  # it reached the channel live
                     self.deferred_ahead = max(self.deferred_ahead - len(chunk.ids), 0)
+                    self.read_offset = chunk.first_offset + len(chunk.ids)
                     continue
                 due_in = (chunk.timestamps[0] + delay_ms(chunk.flags) * 1_000_000 - now_ns) / 1e9
+            # the read offset passes each record once it is where it belongs, so a sync in
+            # between (or a deferred queue that refuses a record) never skips nor repeats one
             for offset, (message_id, body, timestamp) in enumerate(
                     zip(chunk.ids, chunk.bodies, chunk.timestamps), chunk.first_offset):
                 if offset in self._acked_before:
                     self._acked_before.discard(offset)
                     self._marks_before.pop(offset, None)
+                    self.read_offset = offset + 1
                     self._hold_as_acknowledged(offset, journal=False)
                     continue
                 record = encode_message(timestamp, 0, message_id, body)
                 if due_in > 0 and self.defer is not None:
-                    self.defer(record, due_in)
+                    try:
+                        self.defer(record, due_in)
+                    except OSError as error:  # read again from here at the next look
+                        self.log.error("CURSOR(%s): deferring offset %d failed: %s", self.name, offset, error)
+                        return
+                    self.read_offset = offset + 1
                     self._hold_as_acknowledged(offset, journal=True)
                     continue
                 sequence = self._next_sequence
@@ -459,7 +468,16 @@ class CursorQueue:
                     if mark is not None:
                         self._marks[sequence] = (offset, mark)
                 self._buffer.append((sequence, offset, record))
+                self.read_offset = offset + 1
         self.read_offset = next_offset
+
+    def _jump_to(self, offset: int) -> None:
+        """Reading goes on from ``offset`` (what lay before it is gone): what
+        was known of the records skipped goes with them."""
+        self.read_offset = offset
+        self.deferred_ahead = 0
+        self._acked_before = {acked for acked in self._acked_before if acked >= offset}
+        self._marks_before = {marked: mark for marked, mark in self._marks_before.items() if marked >= offset}
 
     def _hold_as_acknowledged(self, offset: int, journal: bool) -> None:
         """A record read and done with at once. Behind an outstanding one
