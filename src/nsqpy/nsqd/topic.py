@@ -140,10 +140,13 @@ class Topic:
         topic_log = self.topic_log
         if topic_log is None or not self.started or self.paused:
             return
+        latest = topic_log.latest
         for channel in self.channels.values():
-            if channel.cursor is not None:
-                channel.cursor.extend(topic_log.latest)
-                channel.schedule_dispatch()
+            cursor = channel.cursor
+            if cursor is not None and cursor.end < latest:
+                held_back = latest - cursor.end
+                cursor.extend(latest)
+                channel.logged(held_back)
 
     def _overflow_to_log(self, first: int, count: int) -> None:
         """A retained topic's channel whose memory is full does not write
