@@ -148,9 +148,9 @@ def test_retention_keeps_what_the_cursor_has_not_had_acknowledged(tmp_path):
     cursor = files.cursor()
     first = cursor.get_with_token()
     cursor.get_with_token()
-    assert cursor.owed_from == 0
+    assert cursor.durable_position == 0
     cursor.ack(first[1])
-    assert cursor.owed_from == 1 and cursor.owes
+    assert cursor.durable_position == 1 and cursor.owes
 
 
 def test_a_position_past_a_log_cut_short_reads_from_its_end(tmp_path):

@@ -209,6 +209,13 @@ class Channel:
         self.queue.disk = cursor
         cursor.defer = self._defer_record
 
+    def leave_log(self) -> None:
+        """Its topic is no longer retained (nothing owed): the queue's disk
+        is the channel's own disk queue again."""
+        if self.cursor is not None:
+            self.queue.disk = self.cursor.leave()
+            self.cursor = None
+
     def logged(self, count: int) -> None:
         """``count`` more of the log are the cursor's to hand out."""
         self.message_count += count

@@ -32,7 +32,7 @@ import time
 from typing import Any, Final
 
 from ..atomicfile import write_atomically
-from ..protocol.logchunk import DEFERRED, CorruptChunk, delay_ms
+from ..protocol.logchunk import DEFERRED, CorruptChunk, seconds_until_due
 from .message import Message
 
 WINDOW: Final = 10_000  # records queued in the channel ahead of its consumers
@@ -211,8 +211,7 @@ class Replay:
     def _defer(self, chunk) -> None:
         """A deferred publish the channel did not get live: due when the
         publish asked for, or now if that has passed."""
-        due_ns = chunk.timestamps[0] + delay_ms(chunk.flags) * 1_000_000
-        left = (due_ns - time.time_ns()) / 1e9
+        left = seconds_until_due(chunk.timestamps[0], chunk.flags, time.time_ns())
         if left > 0:
             for message in chunk_messages(chunk):
                 self.channel.put_deferred(message, left)

@@ -294,7 +294,7 @@ class Topic:
         channel that does not exist yet is owed to nobody: retention applies,
         or a topic read only by offset would keep everything.)"""
         owed = [channel.replay.offset for channel in self.channels.values() if channel.replay is not None]
-        owed += [channel.cursor.owed_from for channel in self.channels.values() if channel.cursor is not None]
+        owed += [channel.cursor.durable_position for channel in self.channels.values() if channel.cursor is not None]
         return min(owed) if owed else None
 
     def configure_retention(self, seconds: float | None, max_bytes: int | None) -> None:
@@ -318,9 +318,7 @@ class Topic:
                 raise ValueError(f"channel {replaying[0]} still reads from the log; "
                                  "let it catch up (or delete it) first")
             for channel in self.channels.values():
-                if channel.cursor is not None:
-                    channel.queue.disk = channel.cursor.leave()
-                    channel.cursor = None
+                channel.leave_log()
             topic_log, self.topic_log = self.topic_log, None
             topic_log.delete()
 

@@ -50,6 +50,12 @@ def delay_ms(flags: int) -> int:
     return flags >> 1 if flags & DEFERRED else 0
 
 
+def seconds_until_due(timestamp_ns: int, flags: int, now_ns: int) -> float:
+    """How long until a deferred publish accepted at ``timestamp_ns`` falls
+    due (0 or less: it has)."""
+    return (timestamp_ns + delay_ms(flags) * 1_000_000 - now_ns) / 1e9
+
+
 class CorruptChunk(ValueError):
     """Bytes that are not a whole, intact chunk (a torn write, a bad disk)."""
 

@@ -45,7 +45,7 @@ from typing import Final
 from ..atomicfile import write_atomically
 from ..diskqueue import DiskQueue
 from ..diskqueue.journal import ACKED, DELIVERED_TO, FIRST_DELIVERY, READ_TO, Journal
-from ..protocol.logchunk import DEFERRED, CorruptChunk, delay_ms
+from ..protocol.logchunk import DEFERRED, CorruptChunk, seconds_until_due
 from ..protocol.message import encode_message
 from .log import TopicLog
 
@@ -62,6 +62,20 @@ def cursor_files(directory: str, channel: str) -> tuple[str, str]:
     return os.path.join(directory, channel + CURSOR_SUFFIX), os.path.join(directory, channel + JOURNAL_SUFFIX)
 
 
+def _read_meta(path: str) -> tuple[int, int, int, int]:
+    """(durable position, live_from, end, record being moved or -1) of a
+    cursor's meta file (``CursorQueue._write_meta``). Raises ``OSError`` or
+    ``ValueError``."""
+    with open(path, "rb") as f:
+        position, live_from, end, moving = (int(field) for field in f.read().split())
+    return position, live_from, end, moving
+
+
+def _position(meta_position: int, loaded) -> int:
+    """The durable position: the meta file's, or the journal's furthest ``READ_TO`` past it."""
+    return meta_position if loaded.read_to is None else max(meta_position, loaded.read_to[1])
+
+
 def saved_position(directory: str, channel: str) -> tuple[int, int] | None:
     """(durable position, live_from) a cursor kept, or None without one:
     what a channel that no longer reads the log (nsqd restarted out of
@@ -69,14 +83,10 @@ def saved_position(directory: str, channel: str) -> tuple[int, int] | None:
     read: those records come again (at least once)."""
     meta, journal = cursor_files(directory, channel)
     try:
-        with open(meta, "rb") as f:
-            read_to, live_from = (int(field) for field in f.read().split()[:2])
+        position, live_from, _, _ = _read_meta(meta)
     except (OSError, ValueError):
         return None
-    loaded = Journal(journal).load()
-    if loaded.read_to is not None:
-        read_to = max(read_to, loaded.read_to[1])
-    return read_to, live_from
+    return _position(position, Journal(journal).load()), live_from
 
 
 def remove_cursor(directory: str, channel: str) -> None:
@@ -141,21 +151,14 @@ class CursorQueue:
                        - self.deferred_ahead)  # never too low: a dispatch stops at 0
         return max(log_records, 0) + len(self._again) + self.side.depth
 
-    def __len__(self) -> int:
-        return self.depth
-
     @property
     def durable_position(self) -> int:
-        """The oldest offset not yet acknowledged: a restart reads from there."""
+        """The oldest offset not yet acknowledged: a restart reads from
+        there, and retention keeps the log from there on (a record being
+        dead-lettered is outstanding, so never before it)."""
         if self._outstanding:
             return self._outstanding[0][1]
         return self.read_offset
-
-    @property
-    def owed_from(self) -> int:
-        """The first offset retention must keep for this channel."""
-        position = self.durable_position
-        return position if self._moving is None else min(position, self._moving[1])
 
     @property
     def owes(self) -> bool:
@@ -316,13 +319,13 @@ class CursorQueue:
         return self._record(start[1])
 
     def last_record(self) -> bytes | None:
-        """The newest record not handed out yet (dead_letter.py's check at
-        start): every record of the log past the read offset reaches the
-        channel, held back by a paused topic or not."""
-        if self.read_offset < self.topic_log.latest:
-            return self._record(self.topic_log.latest - 1)
-        if self._buffer:
-            return self._buffer[-1][2]
+        """The newest record (dead_letter.py's check at start, whether the
+        copy of a message being dead-lettered was published here): the
+        log's, which every channel of the topic reaches; the side queue's
+        when the log holds none."""
+        topic_log = self.topic_log
+        if topic_log.earliest < topic_log.latest:
+            return self._record(topic_log.latest - 1)
         return self.side.last_record()
 
     # --- durability -----------------------------------------------------------------------
@@ -439,7 +442,7 @@ class CursorQueue:
                     self.deferred_ahead = max(self.deferred_ahead - len(chunk.ids), 0)
                     self.read_offset = chunk.first_offset + len(chunk.ids)
                     continue
-                due_in = (chunk.timestamps[0] + delay_ms(chunk.flags) * 1_000_000 - now_ns) / 1e9
+                due_in = seconds_until_due(chunk.timestamps[0], chunk.flags, now_ns)
             # the read offset passes each record once it is where it belongs, so a sync in
             # between (or a deferred queue that refuses a record) never skips nor repeats one
             for offset, (message_id, body, timestamp) in enumerate(
@@ -567,11 +570,9 @@ class CursorQueue:
 
     def _load(self) -> None:
         """The cursor's files as a crash or a stop left them."""
-        with open(self.meta_path, "rb") as f:
-            read_to, self.live_from, end, moving = (int(field) for field in f.read().split())
+        meta_position, self.live_from, end, moving = _read_meta(self.meta_path)
         loaded = self._journal.load()
-        if loaded.read_to is not None:
-            read_to = max(read_to, loaded.read_to[1])
+        read_to = _position(meta_position, loaded)
         latest = self.topic_log.latest
         if read_to > latest:  # the log's tail was cut (a power loss): nothing past it exists
             self.log.warning("CURSOR(%s): position %d is past the log's end %d; reading from the end",
