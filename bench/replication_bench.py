@@ -31,7 +31,7 @@ import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
-from nsqpy.localcluster import DaemonProcess, EtcdProcess, free_port, nsqd_process
+from nsqpy.localcluster import DaemonProcess, EtcdProcess, free_port, nsqd_process, replication_secret
 from nsqpy.protocol import commands
 from nsqpy.protocol.frames import FRAME_TYPE_MESSAGE, MAGIC_V2, OK_FRAME, FrameReader
 
@@ -75,7 +75,7 @@ def replicated_nsqd(stack: ExitStack, data: str, etcd: EtcdProcess, index: int, 
         f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}", "--https-address=127.0.0.1:0",
         f"--data-path={path}", "--broadcast-address=127.0.0.1", f"--node-id={index + 1}",
         "--replication-factor=2", f"--etcd-endpoint={etcd.client_url}", "--replication-lease=3s",
-        f"--replication-ack={ack}", *extra,
+        f"--replication-ack={ack}", f"--replication-secret-file={replication_secret(data)}", *extra,
     ]))
 
 

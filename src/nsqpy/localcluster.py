@@ -10,6 +10,7 @@ import concurrent.futures
 import os
 import random
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -263,6 +264,18 @@ def _keep_ports(daemon: DaemonProcess) -> None:
     daemon.args = [next((flag + bound[flag] for flag in bound if arg.startswith(flag)), arg) for arg in daemon.args]
 
 
+def replication_secret(folder: str) -> str:
+    """A file in ``folder`` holding a replicated cluster's secret (made
+    once, readable by its owner only): every nsqd of the cluster is
+    given it, and nobody who can only read etcd has it. -> its path."""
+    path = os.path.join(folder, "replication.secret")
+    if not os.path.exists(path):
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(secrets.token_hex(32) + "\n")
+    return path
+
+
 class LocalCluster:
     """nsqlookupd plus ``nsqd_count`` nsqd registered with it, on one machine,
     and (with ``nsqadmin``) nsqadmin over them.
@@ -273,7 +286,8 @@ class LocalCluster:
 
     With ``replication_factor`` above 1, an etcd (2379/2380, etcd's own
     defaults) starts first and every nsqd replicates through it, each with
-    its own --node-id.
+    its own --node-id and the cluster's secret from a file in the data
+    path (``replication_secret``).
     """
 
     def __init__(self, nsqd_count: int, data_path: str, *, host: str = "127.0.0.1",
@@ -310,7 +324,8 @@ class LocalCluster:
                                         self._port(2379) or free_port(host), self._port(2380) or free_port(host),
                                         log_path=os.path.join(self.data_path, "etcd.log")).start()
                 replication = (f"--replication-factor={self.replication_factor}",
-                               f"--etcd-endpoint={self.etcd.client_url}")
+                               f"--etcd-endpoint={self.etcd.client_url}",
+                               f"--replication-secret-file={replication_secret(self.data_path)}")
             self.lookupd = DaemonProcess("nsqlookupd", [
                 f"--tcp-address={host}:{self._port(4160)}", f"--http-address={host}:{self._port(4161)}",
                 f"--broadcast-address={host}",

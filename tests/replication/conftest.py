@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqpy.localcluster import DaemonProcess, EtcdProcess, free_port, nsqlookupd_process
+from nsqpy.localcluster import DaemonProcess, EtcdProcess, free_port, nsqlookupd_process, replication_secret
 from nsqpy.nsqd.replication.replicator import signing_key
 from nsqpy.protocol.replication import RAUTH_HELLO, membership_proof, rauth_command
 from tests.support.processes import GroupProcess
@@ -32,6 +32,7 @@ class Replicated:
         self.nsqd_args = nsqd_args
         self.tmp_path = tmp_path
         self.factor = factor
+        self.secret_file = replication_secret(str(tmp_path))
         self.etcd = stack.enter_context(EtcdProcess(str(tmp_path / "etcd")))
         self.lookupd = stack.enter_context(nsqlookupd_process())
         self.ports = sorted(((free_port(), free_port()) for _ in range(count)), key=lambda ports: str(ports[0]))
@@ -53,7 +54,7 @@ class Replicated:
             f"--data-path={path}", "--broadcast-address=127.0.0.1", f"--node-id={index + 1}",
             f"--lookupd-tcp-address={self.lookupd.tcp_address}", f"--replication-factor={self.factor}",
             f"--etcd-endpoint={self.etcd.client_url}", "--replication-lease=3s", "--msg-timeout=10s",
-            *self.nsqd_args,
+            f"--replication-secret-file={self.secret_file}", *self.nsqd_args,
         ])
         self.stack.enter_context(daemon)
         self.nsqds[index] = daemon
@@ -147,9 +148,9 @@ def held_for(cluster, index: int, origin, epoch: int | None = None) -> list[int]
 
 
 def cluster_key(cluster) -> bytes:
-    """The key members sign batches with: made by the first node, kept in etcd."""
-    kvs = etcd_call(cluster.etcd.client_url, "/v3/kv/range", {"key": b64("/nsqpy/secret")})["kvs"]
-    return signing_key(base64.b64decode(kvs[0]["value"]))
+    """The key members prove membership with, from the cluster's secret file."""
+    with open(cluster.secret_file, "rb") as file:
+        return signing_key(file.read().strip())
 
 
 def prove_membership(conn, key: bytes, node: str = "127.0.0.1:1") -> bytes:

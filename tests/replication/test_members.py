@@ -3,13 +3,15 @@ members (the cluster's secret answering a nonce of their own), over TLS
 and beside AUTH where a deployment requires them; and a node is its data
 dir, not its address."""
 
+import base64
 import subprocess
 import sys
 
 import pytest
 
 from nsqpy.protocol.replication import RAUTH_HELLO, RESET, event_record, membership_proof, rauth_command, repl_command
-from tests.replication.conftest import cluster_key, held_for, mpub, prove_membership
+from nsqpy.nsqd.replication.replicator import signing_key
+from tests.replication.conftest import cluster_key, etcd_call, held_for, mpub, prove_membership
 from tests.support.auth_server import AuthServer, grant
 from tests.support.certs import make_certs
 from tests.support.wire import WireConn, http, wait_until
@@ -80,6 +82,27 @@ def test_a_forged_repl_changes_nothing_and_a_later_takeover_loses_nothing(replic
         reader.wait_for(sent, timeout=TAKEOVER_WINDOW)
 
 
+def test_nothing_an_etcd_reader_sees_proves_membership(replicated, topic):
+    """By default the cluster's secret is a file on the nsqd hosts only:
+    whoever reads every key in etcd can sign nothing a peer accepts, so
+    cannot erase the copies a replica holds."""
+    cluster = replicated()
+    cluster.wait_connected()
+    origin, peer = cluster.nsqds[0], cluster.nsqds[1]
+    mpub(origin, topic, range(100))
+    everything = etcd_call(cluster.etcd.client_url, "/v3/kv/range", {"key": "AA==", "range_end": "AA=="})["kvs"]
+    seen = {base64.b64decode(kv[part]) for kv in everything for part in ("key", "value")}
+    assert not any(key.endswith(b"/secret") for key in seen)
+    for guess in seen:
+        with WireConn(peer.tcp_hostport) as conn:
+            conn.send(RAUTH_HELLO)
+            nonce = conn.response()
+            conn.send(rauth_command(origin.tcp_address, membership_proof(signing_key(guess), nonce,
+                                                                         origin.tcp_address)))
+            assert conn.error().code == "E_UNAUTHORIZED"
+    assert held_for(cluster, 1, origin) == [100]
+
+
 def test_replication_works_with_tls_required_and_auth(replicated, topic, tmp_path):
     """Peers link over TLS with the cluster's CA on both sides (mutual
     TLS), and a REPL needs no AUTH: its signature says who sent it. A
@@ -117,6 +140,7 @@ def test_a_second_node_under_a_live_nodes_address_is_refused(replicated, topic, 
         sys.executable, "-m", "nsqpy.cli.nsqd", "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
         f"--data-path={tmp_path}", "--broadcast-address=127.0.0.1", f"--broadcast-tcp-port={taken.tcp_hostport[1]}",
         "--node-id=9", "--replication-factor=2", "--replication-lease=3s", f"--etcd-endpoint={cluster.etcd.client_url}",
+        f"--replication-secret-file={cluster.secret_file}",
     ], capture_output=True, text=True, timeout=60)
     assert impostor.returncode == 1, impostor.stderr
     assert impostor.stderr.strip().splitlines()[-1].endswith(

@@ -29,6 +29,10 @@ def nsqd_exits(tmp_path, *flags: str) -> str:
 
 @pytest.mark.parametrize("flags, line", [
     (("--replication-factor=2",), "--replication-factor above 1 needs --etcd-endpoint"),
+    (("--replication-factor=2", "--etcd-endpoint=http://127.0.0.1:1"),
+     "--replication-factor above 1 needs --replication-secret-file (the same file on every nsqd, e.g. the output "
+     "of `openssl rand -hex 32`), or --replication-secret-in-etcd to keep one in etcd, where whoever can read "
+     "etcd has it"),
     (("--replication-factor=4", "--etcd-endpoint=http://127.0.0.1:1"), "--replication-factor 4 must be 1, 2 or 3"),
     (("--replication-factor=2", "--etcd-endpoint=http://127.0.0.1:1", "--replication-ack=tape"),
      "--replication-ack: 'tape' is not one of memory, disk"),
@@ -41,7 +45,7 @@ def test_a_second_nsqd_with_the_same_node_id_is_refused(replicated, tmp_path):
     cluster = replicated(count=1, factor=2)
     first = cluster.nsqds[0]
     line = nsqd_exits(tmp_path, "--node-id=1", "--replication-factor=2", f"--etcd-endpoint={cluster.etcd.client_url}",
-                      "--broadcast-address=127.0.0.1")
+                      "--broadcast-address=127.0.0.1", f"--replication-secret-file={cluster.secret_file}")
     assert f"--node-id 1 is also the node id of replicated nsqd {first.tcp_address}" in line
 
 
@@ -50,7 +54,8 @@ def test_without_etcd_it_starts_and_refuses_publishes_it_cannot_copy(tmp_path, t
     """No copy can be made: a publish gets an error a publisher may
     retry (HTTP 503, E_PUB_FAILED and E_MPUB_FAILED over TCP), nothing is
     queued, and /ping says why."""
-    with nsqd_process(str(tmp_path), "--replication-factor=2", f"--etcd-endpoint={endpoint}") as nsqd:
+    with nsqd_process(str(tmp_path), "--replication-factor=2", f"--etcd-endpoint={endpoint}",
+                      "--replication-secret-in-etcd") as nsqd:
         nsqd.wait_for_log("REPLICATION: etcd unavailable .*refusing publishes with E_PUB_FAILED")
         status, _, body = http("POST", f"{nsqd.http_url}/pub?topic={topic}", b"alone")
         assert (status, json.loads(body)["message"]) == (
@@ -72,7 +77,7 @@ def test_an_operator_may_accept_publishes_with_fewer_copies(tmp_path, topic):
     """--replication-min-copies=1: Kafka's min.insync.replicas=1, by choice;
     each message acknowledged with fewer copies is counted once."""
     with nsqd_process(str(tmp_path), "--replication-factor=3", "--replication-min-copies=1",
-                      "--etcd-endpoint=http://127.0.0.1:1") as nsqd:
+                      "--etcd-endpoint=http://127.0.0.1:1", "--replication-secret-in-etcd") as nsqd:
         nsqd.wait_for_log("REPLICATION: etcd unavailable .*accepting publishes with fewer copies")
         assert http("POST", f"{nsqd.http_url}/mpub?topic={topic}", b"one\ntwo")[0] == 200
         replication = http_json("GET", f"{nsqd.http_url}/stats?format=json")[1]["replication"]
@@ -86,7 +91,8 @@ def test_an_operator_may_accept_publishes_with_fewer_copies(tmp_path, topic):
     (("--replication-secret-file=/nonexistent/secret",), "--replication-secret-file: cannot read /nonexistent/secret"),
 ])
 def test_replication_flags_that_cannot_work_are_one_line(tmp_path, flags, line):
-    assert line in nsqd_exits(tmp_path, "--replication-factor=2", "--etcd-endpoint=http://127.0.0.1:1", *flags)
+    assert line in nsqd_exits(tmp_path, "--replication-factor=2", "--etcd-endpoint=http://127.0.0.1:1",
+                              "--replication-secret-in-etcd", *flags)
 
 
 def test_repl_is_an_unknown_command_to_an_nsqd_that_does_not_replicate(nsqd):

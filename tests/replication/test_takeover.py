@@ -4,6 +4,7 @@ consumer finds them through nsqlookupd. When one nsqd dies, a survivor
 delivers what it had acknowledged and not seen finished; when it comes
 back, nothing taken over is delivered again."""
 
+import json
 import signal
 import time
 
@@ -187,13 +188,19 @@ def test_a_frozen_nsqd_past_its_lease_loses_nothing(replicated, topic):
     print(report("SIGSTOP for twice the lease", acked, reader.handled()))
 
 
-def test_publishes_go_on_while_etcd_is_down_and_nothing_is_lost(replicated, topic):
+def test_while_etcd_is_down_no_node_acknowledges_past_its_lease_and_nothing_is_lost(replicated, topic):
+    """No node can tell etcd down from etcd cut off from it alone: past
+    its lease's deadline each refuses publishes (and delivers nothing),
+    and takes them again once etcd answers, with no takeover."""
     cluster, reader, publisher = streaming(replicated, topic, 20_000, 5000)
     cluster.etcd.stop()
-    wait_until(lambda: not cluster.stats(0)["replication"]["etcd_ok"], timeout=30)
-    publisher.wait_for(r"acked 10000", timeout=120)  # still acknowledged, with the peers already connected
+    wait_until(lambda: all(cluster.stats(i)["replication"]["fenced"] for i in range(3)), timeout=30)
+    for daemon in cluster.nsqds:
+        status, _, body = http("POST", f"{daemon.http_url}/pub?topic={topic}", b"refused")
+        assert (status, json.loads(body)["message"]) == (
+            503, "PUB_FAILED replication: this node's lease could not be renewed in time (etcd not reached)")
     cluster.etcd.start()
-    wait_until(lambda: all(cluster.stats(i)["replication"]["etcd_ok"] for i in range(3)), timeout=30)
+    wait_until(lambda: all(not cluster.stats(i)["replication"]["fenced"] for i in range(3)), timeout=30)
     cluster.nsqds[0].wait_for_log("REPLICATION: etcd answers again")
     acked = acknowledged(publisher)
     reader.wait_for(acked, timeout=TAKEOVER_WINDOW)

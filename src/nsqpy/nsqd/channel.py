@@ -291,6 +291,9 @@ class Channel:
         self._dispatch_scheduled = False
         if self.paused or self.exiting:
             return
+        replication = self.replication
+        if replication is not None and replication.fenced:
+            return  # it may no longer own what it holds: replication/membership.py, Leases and clocks
         queue = self.queue
         pending = len(queue)
         if not pending:

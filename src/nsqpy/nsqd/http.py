@@ -133,6 +133,7 @@ class HttpApi:
         if acks is not None:  # a replicated nsqd answers once its peers hold copies
             try:
                 await asyncio.shield(acks)  # shared by the turn's publishes: one request's end cancels none
+                nsqd.replication.check_answer()  # no OK once its lease may have ended
             except ReplicationShort as error:
                 raise HttpError(503, f"PUB_FAILED {error}") from None
         return text_response("OK")

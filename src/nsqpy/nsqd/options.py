@@ -139,9 +139,13 @@ class NsqdOptions:
                                          "message before a publish is answered OK; a publish that cannot have "
                                          "them gets E_PUB_FAILED, which a publisher may retry "
                                          "(0 = --replication-factor: never fewer copies than asked for)")
-    replication_secret_file: str = option("", "beyond NSQ: a file holding the secret that every REPL batch of "
-                                          "this cluster is signed with (default: one made once and kept in "
-                                          "etcd under --replication-prefix)")
+    replication_secret_file: str = option("", "beyond NSQ: a file holding the secret that proves a peer is a "
+                                          "member of this cluster (the same file on every nsqd, at least 16 "
+                                          "bytes); needed with --replication-factor above 1 unless "
+                                          "--replication-secret-in-etcd")
+    replication_secret_in_etcd: bool = option(False, "beyond NSQ: without --replication-secret-file, keep the "
+                                              "cluster's secret in etcd under --replication-prefix (made by the "
+                                              "first nsqd): whoever can read that etcd can then act as a member")
     replication_ack: str = option("memory", "beyond NSQ: where a peer holds a copy before the publish is "
                                   "answered: 'memory', or 'disk' (fsynced under --data-path/replication)",
                                   choices=("memory", "disk"))
@@ -231,6 +235,10 @@ class NsqdOptions:
             raise ValueError(f"--replication-factor {self.replication_factor} must be 1, 2 or 3")
         if self.replication_factor > 1 and not self.etcd_endpoints:
             raise ValueError("--replication-factor above 1 needs --etcd-endpoint (replicas coordinate through etcd)")
+        if self.replication_factor > 1 and not self.replication_secret_file and not self.replication_secret_in_etcd:
+            raise ValueError("--replication-factor above 1 needs --replication-secret-file (the same file on every "
+                             "nsqd, e.g. the output of `openssl rand -hex 32`), or --replication-secret-in-etcd to "
+                             "keep one in etcd, where whoever can read etcd has it")
         if not 0 <= self.replication_min_copies <= self.replication_factor:
             raise ValueError(f"--replication-min-copies {self.replication_min_copies} must be in "
                              f"[1, --replication-factor {self.replication_factor}] (0: the replication factor)")

@@ -536,17 +536,20 @@ class V2Protocol(asyncio.Protocol):
             if waiting_log is not None:
                 self.nsqd.answered_before_write(waiting_log, client, code, name)
             return None
-        return self._ok_once(client, acks, code, name)
+        return self._ok_once(client, acks, code, name, replication.check_answer)
 
     @staticmethod
-    async def _ok_once(client: ClientV2, waiting, code: str, name: str) -> None:
+    async def _ok_once(client: ClientV2, waiting, code: str, name: str, check=None) -> None:
         """OK once ``waiting`` is done: a replicated nsqd's publish once its
-        peers hold copies (``code`` when too few could); a peer's REPL
-        batch once it is fsynced (--replication-ack=disk), where a write
-        the disk refused closes the link and the origin gives the batch to
-        another peer."""
+        peers hold copies (``code`` when too few could, or when ``check``
+        says its lease may have ended meanwhile); a peer's REPL batch once
+        it is fsynced (--replication-ack=disk), where a write the disk
+        refused closes the link and the origin gives the batch to another
+        peer."""
         try:
             await asyncio.shield(waiting)  # shared by a turn's publishes: one connection's end cancels none
+            if check is not None:
+                check()
         except (OSError, ReplicationShort) as error:
             raise ProtocolError(code, f"{name} failed {error}") from None
         client.send_frame(OK_FRAME)

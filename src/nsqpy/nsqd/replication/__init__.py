@@ -43,12 +43,15 @@ on a leader elsewhere.
 - **Membership and death** live in etcd (``membership.py``): each nsqd
   holds a lease (its *epoch*) and a member key on it, renewed every third
   of ``--replication-lease``. A node whose lease ends is dead to the
-  others, whatever it thinks. The member key is created only if absent:
-  a second nsqd that advertises a live node's address is refused.
+  others, whatever it thinks. The member key and a key for its
+  ``--node-id`` are created together, only if both are absent: a second
+  nsqd that advertises a live node's address, or takes its node id, is
+  refused, however close together the two start.
 - **Who may speak REPL.** A link proves it is a member before its first
   batch (``RAUTH``: the cluster's secret answering a nonce the peer made
-  for that connection; ``--replication-secret-file``, or a secret made
-  once and kept in etcd), so a client that reaches port 4150 cannot
+  for that connection; ``--replication-secret-file``, or, only when the
+  operator says ``--replication-secret-in-etcd``, a secret made once and
+  kept in etcd), so a client that reaches port 4150 cannot
   change what a peer holds, nor replay a proof it saw. With
   ``--tls-required`` links upgrade to TLS as any NSQ client does, with the
   node's own certificate for peers that ask for one; REPL needs no AUTH
@@ -60,25 +63,41 @@ on a leader elsewhere.
   nsqlookupd, and copies it on to its own peers. Losers hand theirs to the
   winner, which adopts only the ids it lacks. The decision is etcd's, not
   ours: no election of our own.
-- **Fencing.** A node that finds its lease ended (frozen, cut off) claims
-  its own epoch: if a survivor owns it already, the node hands it what it
-  holds (the survivor adopts what it lacks), drops it all and joins again
+  A survivor whose owner's own epoch ended before it took the copies
+  held here (it died, or was cut off, meanwhile) claims the epoch from
+  it, by a transaction that compares who owns it, and adopts them.
+- **Fencing.** A node counts its lease's *deadline* from when it sent its
+  last renewal that etcd took, a clock-drift margin short of the TTL;
+  survivors claim an ended epoch only that margin after they saw its
+  lease gone (``membership.py``, Leases and clocks). Past its deadline a
+  node answers no publish OK (checked as each OK is written, so a node
+  frozen and resumed acknowledges nothing queued before) and its
+  channels deliver nothing, until a renewal goes through again: no
+  survivor ever owns what its origin still acknowledges or hands out.
+  A node that finds its lease ended (frozen, cut off) claims its own
+  epoch: if a survivor owns it already, the node hands it what it holds
+  (the survivor adopts what it lacks), drops it all and joins again
   under a new epoch.
   A restarted node does the same for the epoch its data dir names, under
-  the address it had then, whatever its address now: it ends that lease
-  at once (so a survivor claims without waiting), waits a moment for a
-  claim, and keeps its data only when nobody took it. A clean stop owns
+  the address it had then, whatever its address now: it waits for that
+  lease to end (a crashed node renews it no more), a moment for a
+  survivor's claim, and keeps its data only when nobody took it; until
+  then it delivers nothing. A lease that is still renewed means a live
+  nsqd runs with this data dir (a cloned VM, a volume snapshot): the
+  copy is refused at start and changes nothing. A clean stop owns
   its epoch before it leaves: its messages stay in its data dir, as in
   NSQ, and so do the copies it holds for others (``shadowlog.py``), read
   back and taken over at the next start if their origin is gone.
-- **etcd unavailable.** Publishes go on with the peers already connected
-  (each link is direct TCP), with a loud line every few seconds; leases
-  are not renewed, so no takeover can happen until etcd answers, and
-  etcd extends every lease when it comes back. A node that has not
-  reached etcd yet is no member: its publishes are refused. With
-  ``--replication-min-copies`` below the factor, a publish is answered
-  with the copies there are, and ``under_replicated_messages`` counts
-  the messages held with fewer than the factor.
+- **etcd unavailable.** A node cannot tell etcd down from etcd cut off
+  from it alone, while the others may still reach it: publishes go on
+  until its lease's deadline, then are refused (E_PUB_FAILED, HTTP 503)
+  and nothing is delivered until etcd answers again (etcd extends every
+  lease when it comes back), with a loud line every few seconds. A node
+  that has not reached etcd yet is no member: its publishes are refused.
+  With ``--replication-min-copies`` below the factor, a publish is
+  answered with the copies there are (by a member within its deadline,
+  or by a node that never joined), and ``under_replicated_messages``
+  counts the messages held with fewer than the factor.
 
 What it costs: every accepted byte crosses loopback or the LAN once per
 peer, a publish waits one round trip to its peers, and a peer keeps each
@@ -86,8 +105,11 @@ copy until the origin's channels are through with it: in memory up to
 ``--mem-queue-size`` per topic, the bodies of the rest on disk
 (``shadowspill.py``), the ids in memory.
 Bounds: a message finished in the last turn before a crash may be
-delivered again by the survivor (same id); one finished by a node that
-was frozen past its lease may be delivered by both. A node that dies in
+delivered again by the survivor (same id); so may one that was in flight
+at a fenced node when its deadline came (at most what its consumers'
+RDY allowed in flight), delivered by both nodes. A survivor that claims
+an epoch from an owner that died may deliver again what that owner had
+adopted and handed on (same ids). A node that dies in
 the moment between a clean restart and its successors' copy of what it
 kept (one snapshot, sent as it joins) has those messages in its data dir
 only, as NSQ would, until it starts again.

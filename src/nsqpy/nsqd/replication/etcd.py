@@ -81,14 +81,21 @@ class Etcd:
 
     # --- leases -------------------------------------------------------------------------------
 
-    async def grant(self, ttl: int) -> int:
+    async def grant(self, ttl: int) -> tuple[int, int]:
+        """A new lease: -> (its id, its TTL as etcd counts it, which may
+        be longer than asked for)."""
         answer = await self._call("/v3/lease/grant", {"TTL": ttl})
-        return int(answer["ID"])
+        return int(answer["ID"]), int(answer.get("TTL", ttl))
 
     async def keep_alive(self, lease: int) -> int:
         """One renewal. -> the lease's TTL now; 0 when it has expired."""
         answer = await self._call("/v3/lease/keepalive", {"ID": lease})
         return int(answer.get("result", {}).get("TTL", 0))
+
+    async def time_to_live(self, lease: int) -> int:
+        """The lease's remaining seconds (rounded down); -1 once it has ended."""
+        answer = await self._call("/v3/lease/timetolive", {"ID": lease})
+        return int(answer.get("TTL", -1))
 
     async def revoke(self, lease: int) -> None:
         try:
@@ -120,16 +127,45 @@ class Etcd:
     async def create(self, key: str, value: str, lease: int = 0) -> tuple[bool, str]:
         """Put ``key`` only if it does not exist: the one decision that many
         may race for. -> (created, the value the key holds now)."""
-        key64 = _b64(key)
-        put: dict = {"key": key64, "value": _b64(value)}
-        if lease:
-            put["lease"] = lease
+        holders = await self.create_all({key: value}, lease)
+        return (True, value) if holders is None else (False, holders.get(key, ""))
+
+    async def create_all(self, values: dict[str, str], lease: int = 0) -> dict[str, str] | None:
+        """Put every key of ``values`` only if none of them exists, in one
+        transaction: an identity made of several names is claimed whole or
+        not at all. -> None when created, else what those keys that
+        exist hold."""
+        puts = []
+        for key, value in values.items():
+            put: dict = {"key": _b64(key), "value": _b64(value)}
+            if lease:
+                put["lease"] = lease
+            puts.append({"request_put": put})
         answer = await self._call("/v3/kv/txn", {
-            "compare": [{"key": key64, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
-            "success": [{"request_put": put}],
+            "compare": [{"key": _b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+                        for key in values],
+            "success": puts,
+            "failure": [{"request_range": {"key": _b64(key)}} for key in values],
+        })
+        return None if answer.get("succeeded") else self._found(answer)
+
+    async def replace(self, key: str, expected: str, value: str) -> tuple[bool, str]:
+        """Put ``value`` only if ``key`` still holds ``expected``: a
+        decision taken again once what it named is gone, by one of those
+        who race for it. -> (replaced, the value the key holds now)."""
+        key64 = _b64(key)
+        answer = await self._call("/v3/kv/txn", {
+            "compare": [{"key": key64, "target": "VALUE", "result": "EQUAL", "value": _b64(expected)}],
+            "success": [{"request_put": {"key": key64, "value": _b64(value)}}],
             "failure": [{"request_range": {"key": key64}}],
         })
         if answer.get("succeeded"):
             return True, value
-        kvs = answer["responses"][0]["response_range"].get("kvs") or []
-        return False, _text(kvs[0].get("value", "")) if kvs else ""
+        return False, self._found(answer).get(key, "")
+
+    @staticmethod
+    def _found(answer: dict) -> dict[str, str]:
+        """The keys and values a failed transaction's ranges read."""
+        return {_text(kv["key"]): _text(kv.get("value", ""))
+                for response in answer.get("responses") or []
+                for kv in response.get("response_range", {}).get("kvs") or []}

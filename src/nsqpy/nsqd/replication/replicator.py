@@ -26,7 +26,7 @@ from ..tls import peer_context
 from .departures import Departures
 from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink, ReplicationShort
-from .membership import AddressTaken, Membership
+from .membership import AddressTaken, Membership, NodeIdTaken, Owner
 from . import shadowspill
 from .shadow import SLICE, Shadow
 from .shadowlog import ShadowLogs
@@ -86,6 +86,10 @@ class Replicator:
         self._departures = Departures(self.factor - 1, grace=2 * self.lease_ttl + WATCH_INTERVAL)
         self.lost: dict[str, int] = {}  # origin -> epochs lost with their replicas
         self.etcd_ok = False
+        # the epoch a previous run left in the data dir is settled (kept, or let go to its new owner):
+        # until then what the data dir holds may be a survivor's to deliver
+        self._settled = False
+        self._gone: dict[tuple[str, int], float] = {}  # epochs of shadows held, when first seen out of the members
         self.logs: ShadowLogs | None = None  # --replication-ack=disk: the shadows' logs
         self._spill_directory = os.path.join(nsqd.data_path, "replication", "spill")  # bodies past memory
         self._acks: Acks | None = None
@@ -107,6 +111,32 @@ class Replicator:
     def epoch(self) -> int:
         return self.membership.epoch if self.membership is not None else 0
 
+    @property
+    def fenced(self) -> bool:
+        """Whether this node may no longer own what it holds: its lease
+        may have ended as etcd counts it (membership.py's deadline), or
+        what a previous run left is not settled yet. A fenced node
+        acknowledges no publish and delivers nothing (its channels ask)
+        until it knows again."""
+        if not self._settled:
+            return True
+        return bool(self.epoch) and not self.membership.lease_alive()
+
+    def check_answer(self) -> None:
+        """Raises ``ReplicationShort`` when a publish may not be answered
+        OK now: checked as its OK is written, so that a node past its
+        lease's deadline (cut off from etcd, or frozen and resumed)
+        acknowledges nothing after it, whatever it had queued before."""
+        if self.fenced and (self.epoch or self.min_copies > 1):
+            raise ReplicationShort(self._fenced_reason())
+
+    def _fenced_reason(self) -> str:
+        if self._fencing:
+            return "replication: this node's lease ended, it is joining again"
+        if not self._settled:
+            return "replication: what this node held before it started is not settled yet (etcd not reached)"
+        return "replication: this node's lease could not be renewed in time (etcd not reached)"
+
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self, node: str) -> None:
@@ -119,6 +149,7 @@ class Replicator:
         read_back = self._replay_logs(logs)
         if self.nsqd.options.replication_ack == "disk":
             self.logs = logs
+        self._settled = not os.path.exists(os.path.join(self.nsqd.data_path, EPOCH_FILE))
         try:
             await self._settle_previous()
             await self._join()
@@ -162,18 +193,17 @@ class Replicator:
         nsqd = self.nsqd
         info = {"tcp": self.node, "http": f"{nsqd.options.broadcast_address}:{nsqd.http_port}",
                 "node_id": nsqd.options.node_id}
-        members = await self.membership.members()
-        for other, registered in members.items():
-            if registered.get("node_id") == nsqd.options.node_id:
-                raise StartupError(f"--node-id {nsqd.options.node_id} is also the node id of replicated nsqd "
-                                   f"{other}: message ids would collide; give each nsqd its own --node-id")
-        if self.secret is None:
+        if self.secret is None:  # --replication-secret-in-etcd: the operator chose it
             self.secret = signing_key((await self.membership.cluster_secret()).encode())
         try:
             epoch = await self.membership.join(info)
         except AddressTaken as taken:
             raise StartupError(f"replicated nsqd {self.node} is a member already ({taken}): each nsqd needs an "
                                "address of its own (--broadcast-address, --tcp-address)") from None
+        except NodeIdTaken as taken:
+            raise StartupError(f"--node-id {nsqd.options.node_id} is also the node id of replicated nsqd "
+                               f"{taken}: message ids would collide; give each nsqd its own --node-id") from None
+        members = await self.membership.members()
         write_atomically(os.path.join(nsqd.data_path, EPOCH_FILE),
                          json.dumps({"node": self.node, "epoch": epoch}).encode())
         self.etcd_ok = True
@@ -184,29 +214,38 @@ class Replicator:
     async def _settle_previous(self) -> None:
         """The data dir holds what this node's last epoch accepted. If a
         survivor took that epoch over, it delivers it: drop ours. If nobody
-        did (yet), end the old lease so that a survivor holding a copy
-        claims it now, wait a moment for one, and keep ours if none does."""
+        did (yet), wait for the old lease to end (a crashed node renews it
+        no more), then a moment for a survivor holding a copy to claim it,
+        and keep ours if none does. A lease that is still renewed is held
+        by a live nsqd with this data dir (this one is a copy of it: a
+        cloned VM, a volume snapshot): refused, and nothing changed."""
         try:
             with open(os.path.join(self.nsqd.data_path, EPOCH_FILE)) as file:
                 previous = json.load(file)
             node, epoch = previous["node"], int(previous["epoch"])
         except (OSError, ValueError, KeyError, TypeError):
+            self._settled = True
             return
         # a node is its data dir, not its address: one that comes back under another (a new
         # port, a new pod IP) settles the epoch it left as it would have under the old one
         owner = await self.membership.owner(node, epoch)
         if owner is None:
-            await self.membership.end_lease(epoch)
-            deadline = time.monotonic() + SETTLE_WAIT
+            if await self.membership.renewed_by_another(epoch):
+                raise StartupError(f"the data dir {self.nsqd.data_path} is a live nsqd's: epoch {epoch} of {node}, "
+                                   "which it names, is still renewed; a copy of a running nsqd's data dir "
+                                   "(a cloned VM, a volume snapshot) cannot join: give it an empty --data-path")
+            deadline = time.monotonic() + SETTLE_WAIT + self.membership.margin
             while owner is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
                 owner = await self.membership.owner(node, epoch)
             if owner is None:  # kept by the node it was: its peers see their origin kept it, and drop their copies
                 owner = await self.membership.claim(node, epoch, as_node=node)
-        if owner not in (node, self.node):  # kept by this node, under its old address or its new one
+        if owner.node not in (node, self.node):  # kept by this node, under its old address or its new one
             dropped = let_go(self.nsqd)
             self.log.warning("REPLICATION: epoch %d of %s was taken over by %s: dropped the %d messages "
-                             "it had left here", epoch, node, owner, dropped)
+                             "it had left here", epoch, node, owner.node, dropped)
+        self._settled = True
+        self._resume_deliveries()
 
     async def stop(self) -> None:
         """A clean stop keeps this node's messages in its data dir (as NSQ
@@ -219,8 +258,8 @@ class Replicator:
         if self.membership is not None and self.epoch:
             try:
                 owner = await self.membership.claim(self.node, self.epoch)
-                if owner != self.node:
-                    self.log.warning("REPLICATION: epoch %d was taken over by %s", self.epoch, owner)
+                if owner.node != self.node:
+                    self.log.warning("REPLICATION: epoch %d was taken over by %s", self.epoch, owner.node)
                 await self.membership.end_lease(self.epoch)
             except EtcdUnavailable as error:
                 self.log.error("REPLICATION: etcd unavailable at stop (%s): a survivor may take this "
@@ -256,56 +295,78 @@ class Replicator:
         interval = self.lease_ttl / 3
         while True:
             await asyncio.sleep(interval)
+            fenced = self.fenced
             try:
                 if not self.epoch:  # etcd was not there at start, or fencing could not join again
-                    await self._settle_previous()
+                    if not self._settled:
+                        await self._settle_previous()
                     await self._join()
                 elif not await self.membership.renew():
                     await self._fenced()
                 if not self.etcd_ok:
                     self.log.info("REPLICATION: etcd answers again")
                 self.etcd_ok = True
+                if fenced and not self.fenced:
+                    self.log.info("REPLICATION: lease of epoch %d renewed: acknowledging and delivering again",
+                                  self.epoch)
+                    self._resume_deliveries()
             except EtcdUnavailable as error:
                 self.etcd_ok = False
-                self._etcd_trouble.error(f"REPLICATION: etcd unavailable ({error}): still accepting publishes, "
-                                         "with the peers already connected; no takeover can happen until it "
-                                         "answers")
+                if not self.epoch:
+                    answered = "refusing publishes" if self.min_copies > 1 else "accepting publishes"
+                else:
+                    left = self.membership.deadline - time.monotonic()
+                    answered = (f"acknowledging and delivering for {left:.1f} s more, until its lease may end"
+                                if left > 0 else "refusing publishes and delivering nothing, as its lease may "
+                                "have ended and a survivor may take its messages over")
+                self._etcd_trouble.error(f"REPLICATION: etcd unavailable ({error}): {answered}")
             except StartupError as error:
                 self._etcd_trouble.error(f"REPLICATION: {error}")
             except Exception:  # noqa: BLE001 - the loop must outlive any one failure
                 self.log.exception("REPLICATION: renewing the lease failed")
+
+    def _resume_deliveries(self) -> None:
+        """Channels held back while fenced hand out what they hold again."""
+        for channel in self.nsqd.channels():
+            channel.schedule_dispatch()
 
     async def _fenced(self) -> None:
         """This node's lease ended while it lived (frozen, or cut off):
         whoever owns the epoch now delivers what it accepted."""
         epoch = self.epoch
         self._fencing = True
+        self.membership.deadline = 0.0
         try:
             await self._hand_over_own(epoch)
         finally:
             self._fencing = False
         self.membership.epoch = 0
         await self._join()
+        self._resume_deliveries()
 
     async def _hand_over_own(self, epoch: int) -> None:
         owner = await self.membership.claim(self.node, epoch)
+        if owner.node != self.node and not await self._owner_alive(owner):
+            # its owner died before this node came back: nobody else delivers what is held here
+            owner = await self.membership.claim_from(self.node, epoch, owner)
         # a node that was frozen finds its links closed for silence: the owner is dialled again
-        link = await self._ready_link(owner, self.lease_ttl) if owner != self.node else None
-        if owner == self.node:
+        link = await self._ready_link(owner.node, self.lease_ttl) if owner.node != self.node else None
+        if owner.node == self.node:
             self.log.error("REPLICATION: lease of epoch %d ended; nobody took it over: keeping its messages",
                            epoch)
         elif link is None:
             self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, which cannot be reached: "
-                           "keeping the messages held here (both may deliver some)", epoch, owner)
+                           "keeping the messages held here (both may deliver some)", epoch, owner.node)
         elif not await self._confirmed(link, self.node, epoch, Snapshot.of(self.nsqd).payloads()):
             self.log.error("REPLICATION: lease of epoch %d ended and %s took it over, but did not confirm what "
-                           "was handed to it: keeping the messages held here (both may deliver some)", epoch, owner)
+                           "was handed to it: keeping the messages held here (both may deliver some)", epoch,
+                           owner.node)
         else:
             # what this node accepted after the survivor's copy was made went there too; the
             # survivor adopts what it lacks, and this node lets all of it go
             dropped = let_go(self.nsqd)
             self.log.error("REPLICATION: lease of epoch %d ended and %s took it over: handed it and dropped "
-                           "the %d messages held here once it confirmed them", epoch, owner, dropped)
+                           "the %d messages held here once it confirmed them", epoch, owner.node, dropped)
 
     async def _watch(self) -> None:
         while True:
@@ -325,8 +386,11 @@ class Replicator:
         members = await self.membership.members()
         self._update_links(members)
         live = {(node, info["epoch"]) for node, info in members.items()}
+        # an epoch is claimed a clock-drift margin after its lease was seen gone (membership.py)
+        self._gone = {key: self._gone.get(key, started) for key in self.shadows if key not in live}
         for key, shadow in list(self.shadows.items()):
-            if key not in live and shadow.created <= started and key[0] != self.node:
+            if (key in self._gone and started - self._gone[key] >= self.membership.margin
+                    and shadow.created <= started and key[0] != self.node):
                 await self._take_over(shadow)
         if self.epoch:
             self._departures.look({**dict(live), self.node: self.epoch})
@@ -343,14 +407,29 @@ class Replicator:
             self._forget(shadow)
             return
         owner = await self.membership.claim(*key)
-        if owner == shadow.origin:
+        if owner.node != shadow.origin and not await self._owner_alive(owner):
+            gone = owner
+            owner = await self.membership.claim_from(*key, gone)
+            if owner.node == self.node:
+                self.log.warning("REPLICATION: %s epoch %d was taken over by %s, whose epoch %d ended before it "
+                                 "confirmed these copies: taking it over from here", shadow.origin, shadow.epoch,
+                                 gone.node, gone.epoch)
+        if owner.node == shadow.origin:
             self.log.info("REPLICATION: %s epoch %d was kept by its own node: dropping its %d copies here",
                           shadow.origin, shadow.epoch, len(shadow))
             self._forget(shadow)
-        elif owner != self.node:
-            self._in_background(self._hand_over(shadow, owner))
+        elif owner.node != self.node:
+            self._in_background(self._hand_over(shadow, owner.node))
         else:
             await self._adopt(shadow)
+
+    async def _owner_alive(self, owner: Owner) -> bool:
+        """Whether ``owner`` still delivers what it claimed: the epoch it
+        claimed under is a member's (this node's own included)."""
+        if owner.node == self.node:
+            return owner.epoch == self.epoch
+        registered = (await self.membership.members()).get(owner.node)
+        return registered is not None and registered["epoch"] == owner.epoch
 
     async def _adopt(self, shadow: Shadow) -> None:
         key = (shadow.origin, shadow.epoch)
@@ -430,19 +509,21 @@ class Replicator:
         with the members, so two peers may hold different parts of it).
         They are dropped here once the owner has said it holds them, and
         kept (handed over again at a later look) until then."""
-        link = self.links.get(owner)
-        if link is None or not link.ready:
-            self._peer_trouble.error(f"REPLICATION: {shadow.origin} epoch {shadow.epoch} was taken over by "
-                                     f"{owner}, which is not connected: keeping the {len(shadow)} copies held "
-                                     "here until it is")
-            return
         count = len(shadow)
         self._set_aside(shadow)
         try:
-            confirmed = await self._confirmed(link, shadow.origin, shadow.epoch, shadow.payload_slices())
+            link = await self._ready_link(owner, self.lease_ttl)
+            confirmed = link is not None and await self._confirmed(link, shadow.origin, shadow.epoch,
+                                                                   shadow.payload_slices())
         except BaseException:
             self._put_back(shadow)
             raise
+        if link is None:
+            self._put_back(shadow)
+            self._peer_trouble.error(f"REPLICATION: {shadow.origin} epoch {shadow.epoch} was taken over by "
+                                     f"{owner}, which cannot be reached: keeping the {count} copies held here, "
+                                     "to hand over at a later look (or take over, if it dies first)")
+            return
         if confirmed:
             self._forget(shadow)
             self.log.info("REPLICATION: %s epoch %d was taken over by %s: handed it the %d copies held here",
@@ -589,10 +670,10 @@ class Replicator:
     def refusal(self) -> str | None:
         """Why a publish cannot have its copies now, or None: checked before
         it is queued, so that a refused publish leaves nothing behind."""
+        if self.fenced and (self.epoch or self.min_copies > 1):
+            return self._fenced_reason()
         if self.min_copies == 1:
             return None
-        if self._fencing:
-            return "replication: this node's lease ended, it is joining again"
         if not self.epoch:
             return "replication: not a member of the cluster (etcd not reached)"
         have = len(self._ring) + 1
@@ -790,6 +871,7 @@ class Replicator:
             "epoch": self.epoch,
             "replication_factor": self.factor,
             "etcd_ok": self.etcd_ok,
+            "fenced": self.fenced,
             "peers": peers,
             "shadows": [{"origin": origin, "epoch": epoch, "messages": len(shadow),
                          "spilled_bytes": shadow.spilled_bytes}
