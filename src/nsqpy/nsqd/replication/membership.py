@@ -190,12 +190,12 @@ class Membership:
         _, owner = await self.etcd.create(self._takeover_key(node, epoch), mine.value())
         return Owner.parse(owner)
 
-    async def claim_from(self, node: str, epoch: int, gone: Owner) -> Owner:
+    async def claim_from(self, node: str, epoch: int, gone: Owner, as_node: str | None = None) -> Owner:
         """Own ``node``'s ``epoch`` in place of ``gone``, an owner whose
         own epoch has ended since it claimed (before it confirmed what
-        the others held). -> who owns it now."""
-        _, owner = await self.etcd.replace(self._takeover_key(node, epoch), gone.value(),
-                                           Owner(self.node, self.epoch).value())
+        the others held), as ``claim`` would. -> who owns it now."""
+        mine = Owner(as_node, 0) if as_node else Owner(self.node, self.epoch)
+        _, owner = await self.etcd.replace(self._takeover_key(node, epoch), gone.value(), mine.value())
         return Owner.parse(owner)
 
     async def owner(self, node: str, epoch: int) -> Owner | None:

@@ -240,6 +240,9 @@ class Replicator:
                 owner = await self.membership.owner(node, epoch)
             if owner is None:  # kept by the node it was: its peers see their origin kept it, and drop their copies
                 owner = await self.membership.claim(node, epoch, as_node=node)
+        if owner.node not in (node, self.node) and not await self._owner_alive(owner):
+            # its owner died before this node came back: what the data dir holds is delivered from here
+            owner = await self.membership.claim_from(node, epoch, owner, as_node=node)
         if owner.node not in (node, self.node):  # kept by this node, under its old address or its new one
             dropped = let_go(self.nsqd)
             self.log.warning("REPLICATION: epoch %d of %s was taken over by %s: dropped the %d messages "
