@@ -64,6 +64,27 @@ def test_a_copy_of_a_live_nodes_data_dir_is_refused_and_changes_nothing(replicat
     assert bodies == sent | {"m2000"}
 
 
+def test_an_older_snapshot_of_a_node_that_restarted_since_is_refused(replicated, topic, tmp_path):
+    """The snapshot names an epoch the node itself kept at a clean stop;
+    the node runs again under a later one: the copy may not settle it."""
+    cluster = replicated()
+    cluster.wait_connected()
+    live = cluster.nsqds[0]
+    mpub(live, topic, range(100))
+    copy = tmp_path / "snapshot"
+    shutil.copytree(cluster.tmp_path / "nsqd0", copy)
+    live.stop()
+    live = cluster.start(0)
+    cluster.wait_connected()
+    epoch = cluster.stats(0)["replication"]["epoch"]
+    line = last_line(subprocess.run(nsqd_command(cluster, copy, 9), capture_output=True, text=True, timeout=60))
+    assert line.endswith(f"the data dir {copy} is a live nsqd's: {live.tcp_address}, which it names, is a member "
+                         f"under epoch {epoch}; a copy of a running nsqd's data dir (a cloned VM, a volume "
+                         "snapshot) cannot join: give it an empty --data-path"), line
+    assert cluster.stats(0)["replication"]["epoch"] == epoch
+    assert all(cluster.stats(index)["replication"]["takeovers"] == 0 for index in range(3))
+
+
 def test_nsqd_started_together_with_one_node_id_are_not_both_accepted(replicated, tmp_path):
     """Three at the same moment: one joins, two are refused, whatever the timing."""
     cluster = replicated(count=1)

@@ -293,7 +293,8 @@ class Channel:
             return
         replication = self.replication
         if replication is not None and replication.fenced:
-            return  # it may no longer own what it holds: replication/membership.py, Leases and clocks
+            replication.held_back()  # it may no longer own what it holds: replication/membership.py
+            return
         queue = self.queue
         pending = len(queue)
         if not pending:

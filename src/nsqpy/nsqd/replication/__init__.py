@@ -81,8 +81,9 @@ on a leader elsewhere.
   A restarted node does the same for the epoch its data dir names, under
   the address it had then, whatever its address now: it waits for that
   lease to end (a crashed node renews it no more), a moment for a
-  survivor's claim, and keeps its data only when nobody took it; until
-  then it delivers nothing. A lease that is still renewed means a live
+  survivor's claim, and keeps its data only when nobody took it (or the
+  one that took it has left the cluster since); until then it delivers
+  nothing and acknowledges nothing. A lease that is still renewed means a live
   nsqd runs with this data dir (a cloned VM, a volume snapshot): the
   copy is refused at start and changes nothing. A clean stop owns
   its epoch before it leaves: its messages stay in its data dir, as in

@@ -93,9 +93,10 @@ class Etcd:
         return int(answer.get("result", {}).get("TTL", 0))
 
     async def time_to_live(self, lease: int) -> int:
-        """The lease's remaining seconds (rounded down); -1 once it has ended."""
+        """The lease's remaining seconds (rounded down); -1 once it has ended
+        (the gateway leaves a 0 out: a live lease with under a second left)."""
         answer = await self._call("/v3/lease/timetolive", {"ID": lease})
-        return int(answer.get("TTL", -1))
+        return int(answer.get("TTL", 0))
 
     async def revoke(self, lease: int) -> None:
         try:

@@ -44,6 +44,12 @@ from .etcd import Etcd
 DRIFT = 1 / 6  # of a lease: the clock-rate difference allowed for, on the node's side and on a survivor's
 
 
+def clock() -> float:
+    """Seconds that go on while the machine is suspended (a laptop lid, a
+    host's suspend): a lease goes on ending meanwhile, as etcd counts it."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
 class AddressTaken(Exception):
     """Another live nsqd is a member under this node's address: what it registered."""
 
@@ -54,18 +60,20 @@ class NodeIdTaken(Exception):
 
 class Owner(NamedTuple):
     """Who owns an ended epoch: a node, and its own epoch when it claimed
-    (0: the ended epoch's own node kept it, at a clean stop or a restart)."""
+    (0: the ended epoch's own node kept it, at a clean stop or a restart,
+    or a value written before epochs were kept, a bare node name)."""
 
     node: str
     epoch: int
+    stored: str = ""  # the key's value as etcd holds it: what a claim from this owner compares
 
     @classmethod
     def parse(cls, value: str) -> "Owner":
         try:
             found = json.loads(value)
-            return cls(str(found["node"]), int(found["epoch"]))
+            return cls(str(found["node"]), int(found["epoch"]), value)
         except (ValueError, KeyError, TypeError):
-            return cls(value, 0)
+            return cls(value, 0, value)
 
     def value(self) -> str:
         return json.dumps({"node": self.node, "epoch": self.epoch})
@@ -78,7 +86,7 @@ class Membership:
         self.node = node
         self.lease_ttl = lease_ttl
         self.epoch = 0
-        self.deadline = 0.0  # (monotonic) until when this node may take its lease for alive
+        self.deadline = 0.0  # (clock()) until when this node may take its lease for alive
 
     def _member_key(self, node: str) -> str:
         return f"{self.prefix}/members/{node}"
@@ -115,7 +123,7 @@ class Membership:
         member_key, node_id_key = self._member_key(self.node), self._node_id_key(info["node_id"])
         deadline = time.monotonic() + self.lease_ttl + 1
         while True:
-            sent = time.monotonic()
+            sent = clock()
             lease, ttl = await self.etcd.grant(self.lease_ttl)  # a fresh one each try: none ages while it waits
             holders = await self.etcd.create_all({member_key: json.dumps({**info, "epoch": lease}),
                                                   node_id_key: self.node}, lease=lease)
@@ -133,16 +141,17 @@ class Membership:
 
     async def renew(self) -> bool:
         """False when the lease has ended: others may have taken this epoch over."""
-        sent = time.monotonic()
+        sent = clock()
         ttl = await self.etcd.keep_alive(self.epoch)
         if ttl > 0:
             self._renewed(sent, ttl)
         return ttl > 0
 
-    def lease_alive(self) -> bool:
-        """Whether this node's lease is surely alive as etcd counts it: its
-        last renewal is recent enough (see Leases and clocks)."""
-        return time.monotonic() < self.deadline
+    def lease_left(self) -> float:
+        """Seconds this node's lease is surely alive for as etcd counts it
+        (its last renewal is recent enough: see Leases and clocks); 0 or
+        less once it may have ended."""
+        return self.deadline - clock()
 
     async def renewed_by_another(self, epoch: int) -> bool:
         """Whether a live process renews ``epoch``'s lease (a copy of this
@@ -165,6 +174,18 @@ class Membership:
             last = remaining
             await asyncio.sleep(0.25)
         return True  # still not ended after three leases: renewed all along, between two looks
+
+    async def member(self, node: str) -> dict | None:
+        """What ``node`` registered, while its lease lives."""
+        value = await self.etcd.get(self._member_key(node))
+        try:
+            return None if value is None else json.loads(value)
+        except ValueError:
+            return None
+
+    async def node_id_holder(self, node_id: int) -> str | None:
+        """The node that joined with ``node_id``, while its lease lives."""
+        return await self.etcd.get(self._node_id_key(node_id))
 
     async def members(self) -> dict[str, dict]:
         """Every live member but this one: node -> what it registered."""
@@ -195,7 +216,10 @@ class Membership:
         own epoch has ended since it claimed (before it confirmed what
         the others held), as ``claim`` would. -> who owns it now."""
         mine = Owner(as_node, 0) if as_node else Owner(self.node, self.epoch)
-        _, owner = await self.etcd.replace(self._takeover_key(node, epoch), gone.value(), mine.value())
+        key = self._takeover_key(node, epoch)
+        _, owner = await self.etcd.replace(key, gone.stored or gone.value(), mine.value())
+        if not owner:  # nobody owns it any more (the prefix was cleared): an ordinary claim
+            _, owner = await self.etcd.create(key, mine.value())
         return Owner.parse(owner)
 
     async def owner(self, node: str, epoch: int) -> Owner | None:

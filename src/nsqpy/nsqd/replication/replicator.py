@@ -90,6 +90,7 @@ class Replicator:
         # until then what the data dir holds may be a survivor's to deliver
         self._settled = False
         self._gone: dict[tuple[str, int], float] = {}  # epochs of shadows held, when first seen out of the members
+        self._held_back = False  # a channel had messages to hand out while fenced
         self.logs: ShadowLogs | None = None  # --replication-ack=disk: the shadows' logs
         self._spill_directory = os.path.join(nsqd.data_path, "replication", "spill")  # bodies past memory
         self._acks: Acks | None = None
@@ -120,14 +121,14 @@ class Replicator:
         until it knows again."""
         if not self._settled:
             return True
-        return bool(self.epoch) and not self.membership.lease_alive()
+        return bool(self.epoch) and self.membership.lease_left() <= 0
 
     def check_answer(self) -> None:
         """Raises ``ReplicationShort`` when a publish may not be answered
         OK now: checked as its OK is written, so that a node past its
         lease's deadline (cut off from etcd, or frozen and resumed)
         acknowledges nothing after it, whatever it had queued before."""
-        if self.fenced and (self.epoch or self.min_copies > 1):
+        if self.fenced:
             raise ReplicationShort(self._fenced_reason())
 
     def _fenced_reason(self) -> str:
@@ -201,8 +202,7 @@ class Replicator:
             raise StartupError(f"replicated nsqd {self.node} is a member already ({taken}): each nsqd needs an "
                                "address of its own (--broadcast-address, --tcp-address)") from None
         except NodeIdTaken as taken:
-            raise StartupError(f"--node-id {nsqd.options.node_id} is also the node id of replicated nsqd "
-                               f"{taken}: message ids would collide; give each nsqd its own --node-id") from None
+            raise _node_id_taken(nsqd.options.node_id, str(taken)) from None
         members = await self.membership.members()
         write_atomically(os.path.join(nsqd.data_path, EPOCH_FILE),
                          json.dumps({"node": self.node, "epoch": epoch}).encode())
@@ -228,12 +228,11 @@ class Replicator:
             return
         # a node is its data dir, not its address: one that comes back under another (a new
         # port, a new pod IP) settles the epoch it left as it would have under the old one
+        await self._refuse_a_live_identity(node, epoch)
         owner = await self.membership.owner(node, epoch)
         if owner is None:
             if await self.membership.renewed_by_another(epoch):
-                raise StartupError(f"the data dir {self.nsqd.data_path} is a live nsqd's: epoch {epoch} of {node}, "
-                                   "which it names, is still renewed; a copy of a running nsqd's data dir "
-                                   "(a cloned VM, a volume snapshot) cannot join: give it an empty --data-path")
+                raise self._copy_of_live(f"epoch {epoch} of {node}, which it names, is still renewed")
             deadline = time.monotonic() + SETTLE_WAIT + self.membership.margin
             while owner is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
@@ -248,7 +247,24 @@ class Replicator:
             self.log.warning("REPLICATION: epoch %d of %s was taken over by %s: dropped the %d messages "
                              "it had left here", epoch, node, owner.node, dropped)
         self._settled = True
-        self._resume_deliveries()
+
+    async def _refuse_a_live_identity(self, node: str, epoch: int) -> None:
+        """Raises ``StartupError`` before anything is claimed when a live
+        member has the identity this start would settle: the node its data
+        dir names, under a later epoch (a copy of an older snapshot of a
+        live node's data dir), or this node's --node-id under another name."""
+        registered = await self.membership.member(node)
+        if registered is not None and registered.get("epoch") != epoch:
+            raise self._copy_of_live(f"{node}, which it names, is a member under epoch {registered.get('epoch')}")
+        node_id = self.nsqd.options.node_id
+        holder = await self.membership.node_id_holder(node_id)
+        if holder not in (None, node):
+            raise _node_id_taken(node_id, holder)
+
+    def _copy_of_live(self, why: str) -> StartupError:
+        return StartupError(f"the data dir {self.nsqd.data_path} is a live nsqd's: {why}; a copy of a running "
+                            "nsqd's data dir (a cloned VM, a volume snapshot) cannot join: give it an empty "
+                            "--data-path")
 
     async def stop(self) -> None:
         """A clean stop keeps this node's messages in its data dir (as NSQ
@@ -312,26 +328,33 @@ class Replicator:
                 if fenced and not self.fenced:
                     self.log.info("REPLICATION: lease of epoch %d renewed: acknowledging and delivering again",
                                   self.epoch)
-                    self._resume_deliveries()
             except EtcdUnavailable as error:
                 self.etcd_ok = False
                 if not self.epoch:
                     answered = "refusing publishes" if self.min_copies > 1 else "accepting publishes"
                 else:
-                    left = self.membership.deadline - time.monotonic()
+                    left = self.membership.lease_left()
                     answered = (f"acknowledging and delivering for {left:.1f} s more, until its lease may end"
                                 if left > 0 else "refusing publishes and delivering nothing, as its lease may "
                                 "have ended and a survivor may take its messages over")
                 self._etcd_trouble.error(f"REPLICATION: etcd unavailable ({error}): {answered}")
             except StartupError as error:
-                self._etcd_trouble.error(f"REPLICATION: {error}")
+                self._etcd_trouble.error(f"REPLICATION: {error}: refusing publishes")
             except Exception:  # noqa: BLE001 - the loop must outlive any one failure
                 self.log.exception("REPLICATION: renewing the lease failed")
+            finally:
+                self._resume_deliveries()
+
+    def held_back(self) -> None:
+        """A channel had something to hand out while this node was fenced."""
+        self._held_back = True
 
     def _resume_deliveries(self) -> None:
         """Channels held back while fenced hand out what they hold again."""
-        for channel in self.nsqd.channels():
-            channel.schedule_dispatch()
+        if self._held_back and not self.fenced:
+            self._held_back = False
+            for channel in self.nsqd.channels():
+                channel.schedule_dispatch()
 
     async def _fenced(self) -> None:
         """This node's lease ended while it lived (frozen, or cut off):
@@ -345,7 +368,6 @@ class Replicator:
             self._fencing = False
         self.membership.epoch = 0
         await self._join()
-        self._resume_deliveries()
 
     async def _hand_over_own(self, epoch: int) -> None:
         owner = await self.membership.claim(self.node, epoch)
@@ -387,13 +409,18 @@ class Replicator:
         started = time.monotonic()
         self._drop_silent_links()
         members = await self.membership.members()
+        seen = time.monotonic()  # a lease missing from the answer may have ended as late as this
         self._update_links(members)
         live = {(node, info["epoch"]) for node, info in members.items()}
-        # an epoch is claimed a clock-drift margin after its lease was seen gone (membership.py)
-        self._gone = {key: self._gone.get(key, started) for key in self.shadows if key not in live}
+        # an epoch is claimed a clock-drift margin after its lease was seen gone (membership.py); one
+        # this node owns already (copies handed to it) is adopted at once
+        self._gone = {key: self._gone.get(key, seen) for key in self.shadows if key not in live}
         for key, shadow in list(self.shadows.items()):
-            if (key in self._gone and started - self._gone[key] >= self.membership.margin
-                    and shadow.created <= started and key[0] != self.node):
+            if not self.epoch or self.fenced:
+                break  # what it would adopt, it might have to let go of
+            if (key in self._gone and (key in self._adopted or seen - self._gone[key] >= self.membership.margin)
+                    and shadow.created <= started and key[0] != self.node and key not in self._busy
+                    and self.shadows.get(key) is shadow):
                 await self._take_over(shadow)
         if self.epoch:
             self._departures.look({**dict(live), self.node: self.epoch})
@@ -414,9 +441,11 @@ class Replicator:
             gone = owner
             owner = await self.membership.claim_from(*key, gone)
             if owner.node == self.node:
-                self.log.warning("REPLICATION: %s epoch %d was taken over by %s, whose epoch %d ended before it "
-                                 "confirmed these copies: taking it over from here", shadow.origin, shadow.epoch,
-                                 gone.node, gone.epoch)
+                self.log.warning("REPLICATION: %s epoch %d was taken over by %s, which left the cluster before "
+                                 "it took these copies: taking it over from here", shadow.origin, shadow.epoch,
+                                 gone.node)
+        if self.shadows.get(key) is not shadow or self.fenced:
+            return  # set aside or merged meanwhile, or fenced: the next look sees it as it is then
         if owner.node == shadow.origin:
             self.log.info("REPLICATION: %s epoch %d was kept by its own node: dropping its %d copies here",
                           shadow.origin, shadow.epoch, len(shadow))
@@ -427,12 +456,13 @@ class Replicator:
             await self._adopt(shadow)
 
     async def _owner_alive(self, owner: Owner) -> bool:
-        """Whether ``owner`` still delivers what it claimed: the epoch it
-        claimed under is a member's (this node's own included)."""
+        """Whether ``owner`` can still take copies of what it claimed: it
+        is a member, under the epoch it claimed with or a later one (a
+        node that was fenced or restarted since delivers what it adopted,
+        or handed it on, and adopts more under its new epoch)."""
         if owner.node == self.node:
-            return owner.epoch == self.epoch
-        registered = (await self.membership.members()).get(owner.node)
-        return registered is not None and registered["epoch"] == owner.epoch
+            return bool(self.epoch) and not self.fenced
+        return owner.node in await self.membership.members()
 
     async def _adopt(self, shadow: Shadow) -> None:
         key = (shadow.origin, shadow.epoch)
@@ -673,12 +703,13 @@ class Replicator:
     def refusal(self) -> str | None:
         """Why a publish cannot have its copies now, or None: checked before
         it is queued, so that a refused publish leaves nothing behind."""
-        if self.fenced and (self.epoch or self.min_copies > 1):
+        if self.fenced:
             return self._fenced_reason()
         if self.min_copies == 1:
             return None
         if not self.epoch:
-            return "replication: not a member of the cluster (etcd not reached)"
+            why = "joining it" if self.etcd_ok else "etcd not reached"
+            return f"replication: not a member of the cluster ({why})"
         have = len(self._ring) + 1
         if have < self.min_copies:
             return f"replication: {have} of {self.min_copies} copies can be made ({len(self._ring)} peers connected)"
@@ -884,6 +915,11 @@ class Replicator:
             "under_replicated_messages": self.under_replicated,
             "lost_epochs": [{"origin": origin, "epochs": count} for origin, count in sorted(self.lost.items())],
         }
+
+
+def _node_id_taken(node_id: int, holder: str) -> StartupError:
+    return StartupError(f"--node-id {node_id} is also the node id of replicated nsqd {holder}: message ids would "
+                        "collide; give each nsqd its own --node-id")
 
 
 MIN_SECRET_BYTES = 16
