@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .cluster import LEASE
 from .faults import RECOVERIES
 
-#: a lease, and a look at the members after it (they are read every lease/3)
+#: a lease, and a look at the members after it (they are read every 0.5 s)
 NOTICED = LEASE + 2.0
 
 

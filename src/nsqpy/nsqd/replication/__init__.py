@@ -41,7 +41,7 @@ on a leader elsewhere.
   answered yet. A link
   that starts again first resets what its peer held of this epoch.
 - **Membership and death** live in etcd (``membership.py``): each nsqd
-  holds a lease (its *epoch*) and a member key on it, renewed every third
+  holds a lease (its *epoch*) and a member key on it, renewed every sixth
   of ``--replication-lease``. A node whose lease ends is dead to the
   others, whatever it thinks. The member key and a key for its
   ``--node-id`` are created together, only if both are absent: a second

@@ -311,7 +311,10 @@ class Replicator:
     # --- the etcd loops -----------------------------------------------------------------------
 
     async def _renew(self) -> None:
-        interval = self.lease_ttl / 3
+        # every sixth of a lease, five tries before the deadline: a node whose event loop or etcd
+        # is slow for a moment (a large takeover on a busy machine) still renews in time, and
+        # fences itself only when etcd stays out of reach
+        interval = self.lease_ttl / 6
         while True:
             await asyncio.sleep(interval)
             fenced = self.fenced
