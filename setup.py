@@ -35,6 +35,7 @@ COMPILED_MODULES = [
     "src/nsqpy/nsqd/message.py",
     "src/nsqpy/nsqd/queue.py",
     "src/nsqpy/nsqd/replay.py",
+    "src/nsqpy/nsqd/replay_position.py",
     "src/nsqpy/nsqd/tcp.py",
     "src/nsqpy/nsqd/topic.py",
     "src/nsqpy/nsqd/writes.py",

@@ -3,6 +3,7 @@ on the same data directory."""
 
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,47 @@ def test_a_first_channel_nsqd_dat_never_listed_leaves_the_backlog_to_the_topic(s
     with WireConn(nsqd.tcp_hostport) as conn:
         conn.subscribe(topic, "next", rdy=200)
         assert sorted(message.body for message in conn.messages(100)) == bodies
+
+
+@pytest.mark.parametrize("finished", [8_000, 12_000], ids=["mid-replay", "caught-up"])
+@pytest.mark.parametrize("start", ["from-earliest", "first-channel"])
+def test_kill_9_during_a_replay_skips_no_retained_message(start_nsqd, topic, tmp_path, start, finished):
+    """nsqd's defaults (memory mode): a channel replaying the log (made
+    ``from=earliest``, or the first channel taking the topic's backlog)
+    holds up to --mem-queue-size of its records queued and 50 in flight.
+    kill -9 loses those from memory; the log still has them, and the
+    restarted replay resumes from the oldest record not finished, so every
+    message is delivered (some twice: at least once). With 12,000 finished
+    the replay has reached the log's end before the kill, and what it
+    queued is still owed."""
+    data = tmp_path / "data"
+    nsqd = start_nsqd("--retention=1h", data_path=data)
+    assert http("POST", f"{nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    bodies = [b"replayed-%05d" % n for n in range(20_000)]
+    with WireConn(nsqd.tcp_hostport) as c:
+        for first in range(0, len(bodies), 1000):
+            c.send(cmd.mpub(topic, bodies[first:first + 1000]))
+            c.expect_ok()
+    if start == "from-earliest":
+        assert http("POST", f"{nsqd.http_url}/channel/create?topic={topic}&channel=c&from=earliest")[0] == 200
+    before: set[bytes] = set()
+    with WireConn(nsqd.tcp_hostport) as c:
+        c.subscribe(topic, "c", rdy=50)
+        while len(before) < finished:
+            message = c.message()
+            before.add(message.body)
+            c.send(cmd.fin(message.id))
+        c.answers_handled()
+        wait_until(lambda: "c" in (data / "nsqd.dat").read_text())  # a first channel's cursor is kept once listed
+        time.sleep(1.5)  # the replay's position is written at most a second behind
+        nsqd.kill()
+    nsqd = start_nsqd("--retention=1h", data_path=data)
+    with WireConn(nsqd.tcp_hostport) as c:
+        c.subscribe(topic, "c", rdy=500)
+        after = c.drain(quiet=2)
+    missing = set(bodies) - before - set(after)
+    assert not missing, f"{len(missing)} of {len(bodies)} never delivered ({len(before)} before, {len(after)} after)"
+    assert len(after) <= len(bodies) - finished + 1000  # repeats: what finished within the last second or so
 
 
 def publish_until_refused(nsqd, topic: str) -> list[bytes]:

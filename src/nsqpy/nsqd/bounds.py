@@ -10,6 +10,9 @@ HTTP 503; an MPUB is refused whole) until consumers drain the queue, or
 NSQ); ``/topic/config`` and ``/channel/config`` set them per queue.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from ..options import int_in_range, one_of
 
 FULL_POLICIES = ("reject", "drop-oldest")
@@ -72,10 +75,11 @@ class DepthLimit:
         if self.rejects and depth + incoming > max_depth:
             raise QueueFull(f"{self.what} is full (depth {depth}, max_depth {max_depth})")
 
-    def trim(self, queue) -> None:
+    def trim(self, queue, dropped: Callable[[Any], None] | None = None) -> None:
         """``drop-oldest``, after a put: drop the messages next in line until
-        the queue is back within the limit. The put comes first so that a
-        batch larger than the limit loses its own oldest messages too."""
+        the queue is back within the limit, each handed to ``dropped``. The
+        put comes first so that a batch larger than the limit loses its own
+        oldest messages too."""
         if not self.drops:
             return
         max_depth = self.max_depth
@@ -85,6 +89,8 @@ class DepthLimit:
                 return
             queue.ack(message)
             self.dropped += 1
+            if dropped is not None:
+                dropped(message)
 
     def config(self) -> dict:
         return {"max_depth": self.max_depth, "full_policy": self.policy}

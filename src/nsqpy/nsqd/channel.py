@@ -58,6 +58,9 @@ class Channel:
         # a Replay (replay.py) while the channel catches up with its topic's
         # log: live messages are not taken meanwhile, the log holds them
         self.replay: Any = None
+        # while a replay reads or records it queued are unfinished, where a
+        # restart resumes it (replay_position.py)
+        self.replay_position: Any = None
         # in durable mode on a retained topic, the queue's disk is a cursor over
         # the topic's log (topiclog/cursor.py): the topic moves its end instead
         # of handing it copies
@@ -211,7 +214,9 @@ class Channel:
 
     def leave_log(self) -> None:
         """Its topic is no longer retained (nothing owed): the queue's disk
-        is the channel's own disk queue again."""
+        is the channel's own disk queue again, and no replay resumes."""
+        if self.replay_position is not None:
+            self.replay_position.remove()
         if self.cursor is not None:
             self.queue.disk = self.cursor.leave()
             self.cursor = None
@@ -240,7 +245,7 @@ class Channel:
     def _admitted(self) -> None:
         """Within a drop-oldest limit again, and handed out."""
         if self.limit.drops:
-            self.limit.trim(self.queue)
+            self.limit.trim(self.queue, self._through)
         self.schedule_dispatch()
 
     def put_deferred(self, message: Message, delay: float) -> None:
@@ -434,9 +439,24 @@ class Channel:
     def _done(self, message: Message) -> None:
         """Through with ``message`` for good: a replicated nsqd's peers
         forget their copy for this channel (replication/)."""
+        self._through(message)
         replication = self.replication
         if replication is not None:
             replication.done(self.topic.name, self.name, message.id)
+
+    def _through(self, message: Message) -> None:
+        """``message`` needs the log no more to come back after a crash
+        (finished, dropped, or kept by the channel's disk queue): the
+        replay's saved position may pass it."""
+        position = self.replay_position
+        if position is not None and message.offset >= 0:
+            position.through(message.offset)
+
+    def _requeue(self, message: Message) -> None:
+        """Back in the queue: memory, or when it is full, the disk queue,
+        which keeps a record a replay queued from then on."""
+        if not self.queue.put(message):
+            self._through(message)
 
     def requeue(self, client, message_id: bytes, delay: float) -> None:
         """REQ: back to the tail of the queue, or deferred for ``delay`` seconds."""
@@ -446,7 +466,7 @@ class Channel:
         if delay > 0:
             self._defer(message, delay)
         else:
-            self.queue.put(message)
+            self._requeue(message)
         self.schedule_dispatch()
 
     def touch(self, client, message_id: bytes, max_msg_timeout: float) -> None:
@@ -492,7 +512,7 @@ class Channel:
         held = self.in_flight.remove_client(client)
         for message in held:
             self._released(message)
-            self.queue.put(message)
+            self._requeue(message)
         if held:
             self.schedule_dispatch()
         if self.ephemeral and not self.clients and not self.exiting:
@@ -506,12 +526,12 @@ class Channel:
         for message in expired:
             self._released(message)
             self.timeout_count += 1
-            self.queue.put(message)
+            self._requeue(message)
         dirty = bool(expired)
         deferred = self.deferred
         if deferred and deferred[0][0] <= now:
             while deferred and deferred[0][0] <= now:
-                self.queue.put(heapq.heappop(deferred)[2])
+                self._requeue(heapq.heappop(deferred)[2])
             dirty = True
         if dirty:
             self.schedule_dispatch()
@@ -543,6 +563,8 @@ class Channel:
         self.queue.clear()
         if self.deferred_disk is not None:
             self.deferred_disk.empty()
+        if self.replay_position is not None:
+            self.replay_position.clear()
         self._tell_peers(EMPTIED)
 
     def close(self) -> int:
@@ -561,10 +583,10 @@ class Channel:
         for client in list(self.clients):
             client.close()
         self.deferred.clear()
-        if self.replay is not None and self.ephemeral:  # not made again at start: nothing to resume
-            self.replay.stop()
-        elif self.replay is not None:
-            self.replay.save()
+        if self.replay is not None:
+            self.replay.cancel()
+        if self.replay_position is not None:
+            self.replay_position.close()
         try:
             return self.queue.persist(leftovers) + kept
         finally:
@@ -575,7 +597,9 @@ class Channel:
     def delete(self) -> None:
         self.exiting = True
         if self.replay is not None:
-            self.replay.stop()
+            self.replay.cancel()
+        if self.replay_position is not None:
+            self.replay_position.remove()
         self._leave_timed()
         self._drop_in_flight()
         for client in list(self.clients):

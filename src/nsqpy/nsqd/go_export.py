@@ -32,7 +32,8 @@ from itertools import islice
 from ..protocol.logchunk import DEFERRED, CorruptChunk
 from . import metadata
 from .options import NsqdOptions
-from .replay import CURSOR_SUFFIX, WINDOW_BYTES, chunk_messages, read_cursor
+from .replay import WINDOW_BYTES, chunk_messages
+from .replay_position import CURSOR_SUFFIX, read_cursor
 from .retention import LOG_SUFFIX
 from .storage import DEFERRED_SUFFIX, DUE_SIZE, lock_data_path, open_disk_queue
 

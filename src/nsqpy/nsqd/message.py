@@ -15,7 +15,10 @@ class Message:
     per channel. ``defer`` (seconds) is set only while a deferred publish
     waits at the topic for a channel. ``disk_token`` is ``(disk queue, token)``
     while the record this message was read from must stay on disk (until FIN,
-    or until the message is written to disk again).
+    or until the message is written to disk again). ``offset`` is the
+    record's offset in its topic's log when a replay queued it (else -1):
+    until the channel is through with it, the replay's saved position stays
+    at or before it (replay_position.py).
 
     Compiled, messages are left out of the cyclic garbage collector
     (``acyclic``): millions of them sit in a queue under load, and each
@@ -25,9 +28,10 @@ class Message:
     """
 
     __slots__ = ("id", "body", "timestamp", "attempts", "defer", "client", "delivered_at", "deadline", "timeout",
-                 "disk_token")
+                 "disk_token", "offset")
 
-    def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int = 0, defer: float = 0.0):
+    def __init__(self, message_id: bytes, body: bytes, timestamp: int, attempts: int = 0, defer: float = 0.0,
+                 offset: int = -1):
         self.id = message_id
         self.body = body
         self.timestamp = timestamp
@@ -38,6 +42,7 @@ class Message:
         self.deadline = 0.0
         self.timeout = 0.0  # the msg_timeout it was delivered with
         self.disk_token: tuple[Any, Any] | None = None
+        self.offset = offset
 
     def copy(self) -> "Message":
         return Message(self.id, self.body, self.timestamp, self.attempts, self.defer)

@@ -101,19 +101,21 @@ class MessageQueue:
         """Messages written to disk but not yet fsynced."""
         return self.disk.unsynced_writes if self.disk is not None else 0
 
-    def put(self, message: Message) -> None:
+    def put(self, message: Message) -> bool:
         """A message back in memory keeps its disk record. Without room, one
         read from this queue's disk is rewritten there in one step (a crash
         leaves one record of it); one whose record is on another disk (a
         due deferred publish) stays in memory all the same, keeping that
         record: it was in memory while deferred, and a move between two
-        disks would take two steps a crash could split."""
+        disks would take two steps a crash could split. -> whether it is in
+        memory (else on disk, or dropped without one)."""
         disk = self.disk
         held = message.disk_token
         if self.memory_depth < self.capacity or (held is not None and held[0] is not disk):
             self.memory.append(message)
             self.memory_depth += 1
-        elif disk is not None:
+            return True
+        if disk is not None:
             if held is not None:
                 disk.rewrite(held[1], message.encode())
                 message.disk_token = None
@@ -121,6 +123,7 @@ class MessageQueue:
                 disk.put(message.encode())
         else:
             self.dropped += 1
+        return False
 
     @staticmethod
     def ack(message: Message) -> None:

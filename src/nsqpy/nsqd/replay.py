@@ -21,38 +21,25 @@ reaches the log's end, in the same step the channel takes live messages
 again, so nothing falls between the two.
 
 Rewinding drops whatever the channel held (queued, deferred and in flight,
-as ``/channel/empty`` does), so nothing is delivered twice from it. The
-cursor is kept in ``<topic>.log/<channel>.replay``, at most a second
-behind, so a restart resumes the replay (a crash repeats at most that
-second's records: at least once).
+as ``/channel/empty`` does), so nothing is delivered twice from it. Where
+a restart resumes the replay is kept beside the log (replay_position.py):
+after kill -9, the oldest record the replay queued that the channel has
+not finished, so what memory lost comes again from the log.
 """
 
 import os
 import time
+from itertools import count
 from typing import Any, Final
 
-from ..atomicfile import write_atomically
 from ..protocol.logchunk import DEFERRED, CorruptChunk, seconds_until_due
 from .message import Message
+from .replay_position import CURSOR_SUFFIX, ReplayPosition, cursor_path, read_cursor
 
 WINDOW: Final = 10_000  # records queued in the channel ahead of its consumers
 WINDOW_BYTES: Final = 8 * 1024 * 1024  # read from the log in one step
 TICK: Final = 0.01  # seconds between looks while the window is full
 RETRY: Final = 1.0  # seconds before trying again after a read or write failed
-SAVE_INTERVAL: Final = 1.0  # seconds between writes of the cursor
-CURSOR_SUFFIX: Final = ".replay"
-
-
-def cursor_path(channel) -> str:
-    return os.path.join(channel.topic.topic_log.directory, channel.name + CURSOR_SUFFIX)
-
-
-def read_cursor(path: str) -> tuple[int, int]:
-    """(the next offset to queue, where live deferred publishes began) of a
-    cursor file. Raises ``OSError`` or ``ValueError``."""
-    with open(path, "rb") as f:
-        offset, live_from = (int(field) for field in f.read().split())
-    return offset, live_from
 
 
 def remove_stale_cursors(topic) -> None:
@@ -72,9 +59,11 @@ def remove_stale_cursors(topic) -> None:
 
 
 def chunk_messages(chunk) -> list[Message]:
-    """A log chunk's records as messages, with their original ids and timestamps."""
-    return [Message(message_id, body, timestamp)
-            for message_id, body, timestamp in zip(chunk.ids, chunk.bodies, chunk.timestamps)]
+    """A log chunk's records as messages, with their original ids,
+    timestamps and offsets."""
+    return [Message(message_id, body, timestamp, 0, 0.0, offset)
+            for offset, message_id, body, timestamp in zip(count(chunk.first_offset), chunk.ids, chunk.bodies,
+                                                           chunk.timestamps)]
 
 
 class Replay:
@@ -83,13 +72,14 @@ class Replay:
     def __init__(self, channel, offset: int, live_from: int):
         self.channel = channel
         self.offset = offset  # the next record to queue
-        # deferred publishes from here on reached the channel live: the replay skips them
-        self.live_from = live_from
         self.log = channel.topic.nsqd.log
-        self.path = cursor_path(channel)
         self._handle: Any = None  # the loop's handle of the next step
-        self._saved_at = 0.0
-        self._save()
+        channel.replay = self
+        # kept from a replay that caught up while the channel holds records it queued
+        position: ReplayPosition = channel.replay_position or ReplayPosition(channel)
+        position.live_from = live_from
+        self.position = position
+        position.save()
         self._schedule(0)
 
     @classmethod
@@ -104,13 +94,13 @@ class Replay:
             channel.cursor.rewind(offset, latest)
             channel.schedule_dispatch()
         else:
-            channel.replay = cls(channel, offset, latest)
+            cls(channel, offset, latest)
 
     @classmethod
     def overflow(cls, channel, offset: int) -> None:
         """``channel``'s memory is full: it reads from ``offset`` on from the
         log, keeping what it holds."""
-        channel.replay = cls(channel, offset, offset)
+        cls(channel, offset, offset)
 
     @classmethod
     def resume(cls, channel) -> None:
@@ -135,7 +125,7 @@ class Replay:
             return
         if channel.replay is not None:  # started from the topic's backlog: the cursor is further on
             channel.replay.cancel()
-        channel.replay = cls(channel, offset, live_from)
+        cls(channel, offset, live_from)
         if from_cursor:  # the replay's own cursor file holds the position now
             from ..topiclog.cursor import remove_cursor
 
@@ -180,8 +170,6 @@ class Replay:
         if self.offset >= topic_log.latest:
             self._caught_up()
             return
-        if time.monotonic() - self._saved_at >= SAVE_INTERVAL:
-            self._save()
         self._schedule(0 if room > 0 else TICK)
 
     def _move(self, topic_log, room: int) -> None:
@@ -196,14 +184,18 @@ class Replay:
                              self.channel.topic.name, self.channel.name, self.offset, earliest - 1)
             self.offset = earliest
         chunks, next_offset = topic_log.records(self.offset, self.offset + room, WINDOW_BYTES)
-        live_from = self.live_from
+        position = self.position
+        live_from = position.live_from
         messages: list[Message] = []
         for chunk in chunks:
-            if chunk.flags & DEFERRED:
-                if chunk.first_offset < live_from:  # else it reached the channel live
-                    self._defer(chunk)
+            deferred = chunk.flags & DEFERRED
+            if deferred and chunk.first_offset >= live_from:  # it reached the channel live
                 continue
-            messages.extend(chunk_messages(chunk))
+            position.took(chunk.first_offset, len(chunk.ids))
+            if deferred:
+                self._defer(chunk)
+            else:
+                messages.extend(chunk_messages(chunk))
         if messages:
             self.channel.put_replayed(messages)
         self.offset = next_offset
@@ -222,37 +214,11 @@ class Replay:
         """The log's end: the channel takes live messages from now on."""
         channel = self.channel
         channel.replay = None
-        self._remove()
+        self.position.caught_up()
         self.log.info("TOPIC(%s): CHANNEL(%s): replay caught up at offset %d", channel.topic.name,
                       channel.name, self.offset)
-
-    # --- the cursor on disk --------------------------------------------------------------
-
-    def _save(self) -> None:
-        try:  # fsynced in durable mode; otherwise written, which kill -9 does not undo
-            write_atomically(self.path, b"%d %d\n" % (self.offset, self.live_from),
-                             durable=self.channel.topic.nsqd.options.sync_every == 1)
-            self._saved_at = time.monotonic()
-        except OSError as error:
-            self.log.error("CHANNEL(%s): cannot write its replay cursor: %s", self.channel.name, error)
-
-    def _remove(self) -> None:
-        try:
-            os.remove(self.path)
-        except FileNotFoundError:
-            pass
-
-    def save(self) -> None:
-        """At shutdown, where the replay resumes."""
-        self.cancel()
-        self._save()
 
     def cancel(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
-
-    def stop(self) -> None:
-        """The channel goes (deleted): so does its cursor."""
-        self.cancel()
-        self._remove()

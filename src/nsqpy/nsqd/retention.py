@@ -146,7 +146,7 @@ def open_cursor(nsqd, topic, channel_name: str, side):
     log's end, or where the channel's replay was (nsqd restarted into
     durable mode), which it takes over."""
     from ..topiclog.cursor import CursorQueue
-    from .replay import CURSOR_SUFFIX as REPLAY_SUFFIX, read_cursor
+    from .replay_position import CURSOR_SUFFIX as REPLAY_SUFFIX, read_cursor
 
     topic_log = topic.topic_log
     start = live_from = topic_log.latest

@@ -288,12 +288,15 @@ class Topic:
         return not self.ephemeral and bool(self.retention or self.retention_bytes)
 
     def log_owed_from(self) -> int | None:
-        """The first offset a channel has yet to receive from the log (a
-        replay's cursor): retention keeps it, as NSQ keeps a channel's
-        backlog. None: nothing is owed. (The backlog kept for a first
-        channel that does not exist yet is owed to nobody: retention applies,
-        or a topic read only by offset would keep everything.)"""
-        owed = [channel.replay.offset for channel in self.channels.values() if channel.replay is not None]
+        """The first offset a channel has yet to receive from the log, or
+        to receive again after kill -9 (a replay's saved position: the
+        oldest record it queued and the channel has not finished):
+        retention keeps it, as NSQ keeps a channel's backlog. None: nothing
+        is owed. (The backlog kept for a first channel that does not exist
+        yet is owed to nobody: retention applies, or a topic read only by
+        offset would keep everything.)"""
+        owed = [channel.replay_position.offset for channel in self.channels.values()
+                if channel.replay_position is not None]
         owed += [channel.cursor.durable_position for channel in self.channels.values() if channel.cursor is not None]
         return min(owed) if owed else None
 
