@@ -109,3 +109,18 @@ def call(admin: DaemonProcess, method: str, path: str, body=None, headers: dict 
         return status, json.loads(raw) if raw else None
     except ValueError:
         return status, {"text": raw.decode()}
+
+
+def departed_rows(admin: DaemonProcess, headers: dict | None = None) -> list[dict]:
+    """The departed nodes nsqadmin lists on ``/api/nodes``."""
+    status, answer = call(admin, "GET", "/api/nodes", headers=headers)
+    assert status == 200, answer
+    return answer["departed"]
+
+
+def wait_taken_over(admin: DaemonProcess, node: str, timeout: float = 60.0) -> dict:
+    """nsqadmin's row of departed ``node`` (a replicated nsqd's TCP
+    address) once the survivor that took it over adopted its messages."""
+    return wait_until(lambda: next((row for row in departed_rows(admin) if row["node"] == node
+                                    and row["taken_over_by"] and row["messages_adopted"]), None),
+                      timeout=timeout, interval=0.3)

@@ -4,12 +4,14 @@ figures; actions reach the daemons; delete asks first; charts draw; what a
 client sends is shown as text and never runs. A screenshot of each page goes
 to screenshots/ at the repository root."""
 
+import contextlib
 import os
 import pathlib
 
 import pytest
 
-from tests.nsqadmin.helpers import call
+from tests.nsqadmin.helpers import call, departed_rows, wait_taken_over
+from tests.replication.conftest import killed_holding, replicated  # noqa: F401 - the fixture
 from tests.support.wire import http, http_json, wait_until
 
 pytestmark = pytest.mark.browser
@@ -63,8 +65,9 @@ class Tab:
         self.page.evaluate("() => window.nsqadmin.refresh()")
 
 
-@pytest.fixture
-def tab(browser, admin):
+@contextlib.contextmanager
+def open_tab(browser, admin):
+    """A Tab on ``admin`` in a context of its own; no console error by its end."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.set_default_timeout(30_000)  # a wait for what should appear: ends when it does
@@ -74,6 +77,12 @@ def tab(browser, admin):
     finally:
         context.close()
     assert opened.errors == [], opened.errors
+
+
+@pytest.fixture
+def tab(browser, admin):
+    with open_tab(browser, admin) as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -229,3 +238,23 @@ def test_open_pages_refresh_themselves(tab, cluster, busy_topic):
     cluster.publish(1, busy_topic, b"f", b"g", b"h")
     page.wait_for_function("() => document.getElementById('topic-messages').textContent.trim() === '8'",
                            timeout=30_000)  # pages refresh every 5 s (none at all would time out)
+
+
+@pytest.mark.replication
+def test_a_departed_node_is_listed_with_its_new_owner_until_cleared(browser, replicated, start_admin, topic):
+    cluster = replicated()
+    admin = start_admin(f"--lookupd-http-address={cluster.lookupd.http_address}")
+    cluster.wait_connected()
+    dead, epoch = killed_holding(cluster, 1, topic)
+    owner = wait_taken_over(admin, dead.tcp_address)["taken_over_by"]
+    with open_tab(browser, admin) as tab:
+        page = tab.open("/nodes", "nodes-departed")
+        listed = page.locator(f'#departed tr[data-node="{dead.tcp_address}"][data-epoch="{epoch}"]')
+        assert listed.locator(".taken-over-by").inner_text().strip() == owner
+        assert listed.locator("td.num").last.inner_text().strip() == "100"
+        assert " ago (" in listed.locator(".left-at").inner_text()
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click('button.action:text-is("Clear")')
+        page.wait_for_selector("#departed", state="detached")
+        assert page.locator("#nodes tbody tr").count() == 2  # the live nodes stay
+    assert departed_rows(admin) == []

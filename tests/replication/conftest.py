@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -138,6 +139,22 @@ def run(*command: str) -> subprocess.CompletedProcess:
 def mpub(daemon, topic: str, numbers: range) -> set[str]:
     assert http("POST", f"{daemon.http_url}/mpub?topic={topic}", b"\n".join(b"m%d" % n for n in numbers))[0] == 200
     return {f"m{n}" for n in numbers}
+
+
+LOOKS = 2.0  # a node sees a member leave only after its first look at the members (every 0.5 s)
+
+
+def killed_holding(cluster, index: int, topic: str, count: int = 100) -> tuple[DaemonProcess, int]:
+    """Node ``index`` of a connected cluster, killed -9 holding ``count``
+    messages of ``topic`` (channel ``ch`` on every node), once every node
+    watches the members. -> the dead node and the epoch it died with."""
+    time.sleep(LOOKS)
+    cluster.create_channel(topic, "ch")
+    dead = cluster.nsqds[index]
+    mpub(dead, topic, range(count))
+    epoch = cluster.stats(index)["replication"]["epoch"]
+    dead.kill()
+    return dead, epoch
 
 
 def held_for(cluster, index: int, origin, epoch: int | None = None) -> list[int]:

@@ -244,6 +244,24 @@ def replication_brief(state: dict | None) -> dict | None:
             "lost_epochs": sum(lost["epochs"] for lost in state["lost_epochs"])}
 
 
+def departed_nodes(states: list[dict | None]) -> list[dict]:
+    """The members that left the cluster, as every replicated nsqd saw them
+    (``replication.departed`` of their /stats), one row per (node, epoch),
+    newest first: each survivor saw it go (the earliest is shown), one
+    names its owner once somebody claimed it, and the owner counts what it
+    adopted (the others 0: summed). ``node`` is the departed nsqd's TCP
+    host:port, the name it had among the members."""
+    found: dict[tuple[str, int], dict] = {}
+    for state in states:
+        for departure in (state or {}).get("departed") or ():
+            key = (departure["node"], departure["epoch"])
+            row = found.setdefault(key, {**departure, "messages_adopted": 0})
+            row["left_at"] = min(row["left_at"], departure["left_at"])
+            row["taken_over_by"] = row["taken_over_by"] or departure["taken_over_by"]
+            row["messages_adopted"] += departure["messages_adopted"]
+    return sorted(found.values(), key=lambda row: row["left_at"], reverse=True)
+
+
 def channel_counters(node_topics: list[dict]) -> dict:
     """``/api/counter``: message_count per channel per node."""
     stats = {}

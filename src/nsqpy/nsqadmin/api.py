@@ -76,6 +76,7 @@ class AdminApi:
         self.cluster = admin.cluster
         self.history = admin.history
         self.notifier = admin.notifier
+        self.cleared = admin.cleared
 
     def routes(self, base: str) -> list:
         get, post, delete, put = web.get, web.post, web.delete, web.put
@@ -90,6 +91,7 @@ class AdminApi:
             post(f"{base}/api/topics/{{topic}}/{{channel}}", self.channel_action),
             delete(f"{base}/api/topics/{{topic}}/{{channel}}", self.delete_channel),
             get(f"{base}/api/nodes", self.nodes, allow_head=False),
+            post(f"{base}/api/nodes/departed/clear", self.clear_departed),
             get(f"{base}/api/nodes/{{node}}", self.node, allow_head=False),
             delete(f"{base}/api/nodes/{{node}}", self.tombstone_topic),
             get(f"{base}/api/counter", self.counter, allow_head=False),
@@ -146,8 +148,8 @@ class AdminApi:
             raise HttpError(502, "UPSTREAM_ERROR: failed to query any nsqd: ")
 
     async def nodes(self, request):
-        nodes, errors = await self.cluster.node_entries()
-        return with_message({"nodes": nodes}, errors)
+        nodes, departed, errors = await self.cluster.node_entries()
+        return with_message({"nodes": nodes, "departed": self.cleared.visible(departed)}, errors)
 
     async def node(self, request):
         node = request.match_info["node"]
@@ -252,6 +254,15 @@ class AdminApi:
         except LookupError:
             raise HttpError(404, "NODE_NOT_FOUND") from None
         self.notifier.send("tombstone_topic_producer", request, topic, node=node)
+        return with_message({}, errors)
+
+    async def clear_departed(self, request):
+        """Beyond NSQ: the departed nodes listed now (and any that left
+        before now) are no longer listed by this nsqadmin (departed.py)."""
+        self.require_admin(request)
+        _, departed, errors = await self.cluster.node_entries()
+        self.cleared.clear(departed)
+        self.notifier.send("clear_departed_nodes", request, "")
         return with_message({}, errors)
 
     # --- runtime configuration -----------------------------------------------------------------

@@ -259,18 +259,19 @@ class ClusterInfo:
         require_some(stats, errors, "nsqd")
         return stats, errors
 
-    async def node_entries(self) -> tuple[list[dict], list[str]]:
+    async def node_entries(self) -> tuple[list[dict], list[dict], list[str]]:
         """``/api/nodes``' rows: every nsqd, with a replicated one's state
         in brief (``replication``; None for an nsqd that does not replicate
-        or did not answer)."""
+        or did not answer); and the nodes that left the cluster, as the
+        replicated ones saw them (aggregate.departed_nodes)."""
         producers, errors = await self.producers()
         newest = max((semver(p.version) for p in producers), default=(0, 0, 0))
         params = {"format": "json", "include_mem": "false", "include_clients": "false"}
         answers, stats_errors = await gather({p.node: self.upstream.get_json(daemon_url(p.address, "/stats"), params)
                                               for p in producers})
-        return [{**p.api_entry(newest),
-                 "replication": aggregate.replication_brief((answers.get(p.node) or {}).get("replication"))}
-                for p in producers], errors + stats_errors
+        states = {node: answer.get("replication") for node, answer in answers.items()}
+        return ([{**p.api_entry(newest), "replication": aggregate.replication_brief(states.get(p.node))}
+                 for p in producers], aggregate.departed_nodes(list(states.values())), errors + stats_errors)
 
     async def node_detail(self, producer: Producer) -> tuple[list[dict], dict | None, list[str]]:
         """One node's topic stats, and its replication state when it is a

@@ -4,6 +4,7 @@ the charts script shows the history API's words as they are (so a figure
 reads the same before and after the script refreshes it)."""
 
 import datetime
+import time
 
 _SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
@@ -96,6 +97,14 @@ def moment(nanoseconds: int) -> str:
         return "–"
     when = datetime.datetime.fromtimestamp(nanoseconds // 1_000_000_000, datetime.timezone.utc)
     return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def since(unix_seconds: float, now: float | None = None) -> str:
+    """A moment in Unix seconds, how long ago and when:
+    '1m3s ago (2026-11-28 09:00:00 UTC)'."""
+    now = time.time() if now is None else now
+    nanoseconds = int(unix_seconds * 1e9)
+    return f"{duration(max(0, int(now * 1e9) - nanoseconds))} ago ({moment(nanoseconds)})"
 
 
 def retention(retention_ms: int, retention_bytes: int) -> str:

@@ -34,7 +34,7 @@ def new_environment() -> jinja2.Environment:
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(count=figures.count, duration=figures.duration, rate=figures.rate,
                        drain_label=figures.drain_label, latency=figures.latency, size=figures.size,
-                       moment=figures.moment, retention=figures.retention)
+                       moment=figures.moment, retention=figures.retention, since=figures.since)
     env.tests["web_url"] = is_web_url
     env.globals.update(nsq_version=NSQ_VERSION, nsqpy_version=__version__)
     return env
@@ -125,8 +125,9 @@ class Pages:
                            topic_name=topic, channel_name=channel, channels=channels)
 
     async def nodes_page(self, request):
-        nodes, errors = await self.cluster.node_entries()
-        return self.render(request, "nodes.html", page="nodes", warnings=errors, nodes=nodes)
+        nodes, departed, errors = await self.cluster.node_entries()
+        return self.render(request, "nodes.html", page="nodes", warnings=errors, nodes=nodes,
+                           departed=self.admin.cleared.visible(departed))
 
     async def node_page(self, request):
         node = request.match_info["node"]

@@ -13,6 +13,7 @@ from ..metrics import daemon_registry, metrics_endpoint
 from ..net import ListenError, bound_address, bound_port, listen
 from .api import AdminApi, upstream_failures
 from .cluster import ClusterInfo
+from .departed import ClearedDepartures
 from .graphite import Graphite
 from .history import StatsHistory
 from .notify import Notifier
@@ -45,6 +46,7 @@ class NSQAdmin:
         self.history = StatsHistory(self.cluster, options.history_interval, options.history_retention, self.log)
         self.notifier = Notifier(options.notification_http_endpoint, self.upstream, options.hostname, self.log)
         self.graphite = Graphite(options, self.upstream)
+        self.cleared = ClearedDepartures()  # departed nodes an operator cleared from the nodes page
         self.http_port = 0
         self.http_address = ""
         self._runner = None

@@ -234,6 +234,10 @@ def _replication_lines(r: dict) -> list[str]:
         lines.append(f"    holds {shadow['messages']} copies for {shadow['origin']} epoch {shadow['epoch']}")
     for lost in r["lost_epochs"]:
         lines.append(f"    LOST {lost['epochs']} epoch(s) of {lost['origin']} with every peer holding its copies")
+    for gone in r["departed"]:
+        left_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(gone["left_at"]))
+        lines.append(f"    departed {gone['node']} epoch {gone['epoch']} at {left_at}, taken over by "
+                     f"{gone['taken_over_by'] or 'nobody yet'}, {gone['messages_adopted']} adopted here")
     return [*lines, ""]
 
 

@@ -33,8 +33,10 @@ class Departures:
         self._left: dict[str, tuple[int, float]] = {}  # node -> (epoch, when) of recent departures
         self._waiting: dict[tuple[str, int], tuple[float, dict[str, int]]] = {}  # -> (left at, its replicas)
 
-    def look(self, members: dict[str, int]) -> None:
-        """The members now (node -> epoch, this node included)."""
+    def look(self, members: dict[str, int]) -> list[tuple[str, int]]:
+        """The members now (node -> epoch, this node included).
+        -> the (node, epoch) that left since the last look (a node back
+        under a new epoch left under its old one)."""
         now = self._clock()
         before, self._last = self._last, dict(members)
         for node, (_, left) in list(self._left.items()):
@@ -43,12 +45,13 @@ class Departures:
         # an origin's replicas are its successors among the members before any of the recent
         # departures: a replica whose lease ended a moment before its origin's is still one
         known = {**{node: epoch for node, (epoch, _) in self._left.items()}, **before}
-        for node, epoch in before.items():
-            if members.get(node) != epoch:
-                replicas = {replica: known[replica] for replica in successors(node, set(known), self.copies)}
-                if replicas:
-                    self._waiting[(node, epoch)] = (now, replicas)
-                self._left[node] = (epoch, now)
+        gone = [(node, epoch) for node, epoch in before.items() if members.get(node) != epoch]
+        for node, epoch in gone:
+            replicas = {replica: known[replica] for replica in successors(node, set(known), self.copies)}
+            if replicas:
+                self._waiting[(node, epoch)] = (now, replicas)
+            self._left[node] = (epoch, now)
+        return gone
 
     def due(self) -> list[tuple[str, int, list[str]]]:
         """Origins whose grace has passed and whose replicas are all gone

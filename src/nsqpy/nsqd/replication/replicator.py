@@ -23,6 +23,7 @@ from ...protocol.commands import encode_mpub_body
 from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, NotAMember, ReplicationError,
                                      done_record, event_record, proves_membership, published_record, read_records)
 from ..tls import peer_context
+from .departure_log import DepartureLog
 from .departures import Departures
 from .etcd import Etcd, EtcdUnavailable
 from .links import Acks, PeerLink, ReplicationShort
@@ -85,6 +86,7 @@ class Replicator:
         # origins that died with every peer holding their copies (departures.py)
         self._departures = Departures(self.factor - 1, grace=2 * self.lease_ttl + WATCH_INTERVAL)
         self.lost: dict[str, int] = {}  # origin -> epochs lost with their replicas
+        self.departed = DepartureLog()  # members that left while this node watched, for operators
         self.etcd_ok = False
         # the epoch a previous run left in the data dir is settled (kept, or let go to its new owner):
         # until then what the data dir holds may be a survivor's to deliver
@@ -426,13 +428,15 @@ class Replicator:
                     and self.shadows.get(key) is shadow):
                 await self._take_over(shadow)
         if self.epoch:
-            self._departures.look({**dict(live), self.node: self.epoch})
+            for node, epoch in self._departures.look({**dict(live), self.node: self.epoch}):
+                self.departed.left(node, epoch)
         for node, epoch, replicas in self._departures.due():
             if await self.membership.owner(node, epoch) is None:
                 self.lost[node] = self.lost.get(node, 0) + 1
                 self.log.error("REPLICATION: %s epoch %d left the cluster together with %s, every peer that "
                                "held its copies, and nobody took it over: what it acknowledged is lost unless "
                                "it comes back with its data dir", node, epoch, " and ".join(replicas))
+        await self.departed.find_owners(self.membership.owner)
 
     async def _take_over(self, shadow: Shadow) -> None:
         key = (shadow.origin, shadow.epoch)
@@ -917,6 +921,8 @@ class Replicator:
             "adopted_messages": self.adopted,
             "under_replicated_messages": self.under_replicated,
             "lost_epochs": [{"origin": origin, "epochs": count} for origin, count in sorted(self.lost.items())],
+            # adoptions are remembered for as many epochs as departures (ADOPTIONS_KEPT, KEPT)
+            "departed": self.departed.entries(lambda key: len(self._adopted.get(key, ()))),
         }
 
 
