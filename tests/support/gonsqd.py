@@ -1,11 +1,13 @@
-"""NSQ's own nsqd (../shared/reference, when it is there) and the export
-that prepares a data directory for it."""
+"""NSQ's own programs (../shared/reference, when it is there) and the
+export that prepares a data directory for its nsqd."""
 
 import subprocess
 import sys
 from pathlib import Path
 
-GO_NSQD = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nsq-v1.3.0" / "bin" / "nsqd"
+GO_BIN = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nsq-v1.3.0" / "bin"
+GO_NSQD = GO_BIN / "nsqd"
+GO_NSQ_TAIL = GO_BIN / "nsq_tail"
 
 
 def export_for_go(data: Path) -> subprocess.CompletedProcess:

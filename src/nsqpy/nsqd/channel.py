@@ -30,7 +30,7 @@ from .bounds import DepthLimit
 from .dead_letter import default_dead_letter_topic, is_valid_dead_letter_topic
 from .inflight import InFlight
 from .message import Message
-from .queue import MessageQueue
+from .queue import HandoffQueue, MessageQueue
 
 _DUE: Final = struct.Struct(">q")  # unix nanoseconds, before each deferred record
 DEAD_LETTERED_KEPT: Final = 10_000  # ids of recent dead letters a copy left by a crash is checked against
@@ -48,10 +48,12 @@ class Channel:
         self.replication = replication  # a replicated nsqd's Replicator (replication/), told what is done
         self.name = name
         self.ephemeral = is_ephemeral(name)
-        self.queue = queue
         self.loop = loop
         self.clock = loop.time
         self.clients: list = []
+        # a queue that keeps nothing (an ephemeral channel in durable mode)
+        # hands each message to a ready consumer or drops it, as NSQ does
+        self.queue = HandoffQueue(self.clients) if queue.capacity == 0 and queue.disk is None else queue
         self.in_flight = InFlight()
         self.paused = False
         self.exiting = False

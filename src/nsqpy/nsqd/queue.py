@@ -313,3 +313,55 @@ class MessageQueue:
         self._disk_head = None
         if self.disk is not None:
             self.disk.delete()
+
+
+class Consumer(Protocol):
+    def window(self) -> int: ...
+
+
+class HandoffQueue(MessageQueue):
+    """An ephemeral channel's queue in durable mode (--mem-queue-size=0):
+    it keeps nothing, in memory or on disk, so it holds a message only for
+    a consumer ready to take it and drops it otherwise. NSQ's nsqd does the
+    same with an unbuffered channel: a put hands the message to a client's
+    pump waiting for one (RDY room, nothing being sent) or else to a
+    backend that discards it. Here a put admits as many as the subscribed
+    clients' RDY windows (less what they hold in flight) have room for,
+    less what is already queued for the next dispatch.
+
+    Cost: each put asks the clients' windows, one call each, stopping once
+    they cover what is queued and incoming. Only such channels pay it: a
+    channel picks this queue once, when it is made (``Channel.__init__``),
+    so every other channel's put stays ``MessageQueue``'s.
+    """
+
+    __slots__ = ("clients",)
+
+    def __init__(self, clients: list[Consumer]):
+        super().__init__(0, None)
+        self.clients = clients  # the channel's, which adds and removes them
+
+    def put(self, message: Message) -> bool:
+        self._make_room(1)
+        return super().put(message)
+
+    def put_many(self, messages: list[Message]) -> None:
+        self._make_room(len(messages))
+        super().put_many(messages)
+
+    def put_batch(self, batch: Batch) -> None:
+        self._make_room(batch.remaining)
+        super().put_batch(batch)
+
+    def _make_room(self, incoming: int) -> None:
+        """Memory holds what the ready clients take now: what is queued
+        plus ``incoming``, or less if their windows are smaller."""
+        wanted = self.memory_depth + incoming
+        room = 0
+        for client in self.clients:
+            window = client.window()
+            if window > 0:
+                room += window
+                if room >= wanted:
+                    break
+        self.capacity = room

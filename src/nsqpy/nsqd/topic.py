@@ -8,6 +8,7 @@ where every message is already: the first channel replays it (replay.py),
 and nothing is stored twice.
 """
 
+from collections.abc import Collection
 from typing import Final
 
 from ..protocol.names import is_ephemeral
@@ -86,11 +87,14 @@ class Topic:
                 self._counted(bodies)
                 return
             if self._to_cursors(first, len(bodies), bool(defer)) and not defer:
+                live = self._live_channels()
+                if live:
+                    self._put_copies(live, self._messages(ids, bodies, timestamp, defer))
                 self._counted(bodies)
                 return
             if not defer:
                 self._overflow_to_log(first, len(bodies))
-        messages = [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
+        messages = self._messages(ids, bodies, timestamp, defer)
         replication = self.nsqd.replication
         if replication is not None:
             replication.published(self.name, messages, int(defer * 1000), self._fan_out_channels())
@@ -100,11 +104,23 @@ class Topic:
         elif defer:
             for message in messages:
                 self._fan_out(message)
-        else:  # one batch per channel: one disk write batch, one fsync
-            copies = self._copies(messages, lambda: [message.copy() for message in messages])
-            for channel, own in zip(self.channels.values(), copies):
-                channel.put_many(own)
+        else:
+            self._put_copies(self.channels.values(), messages)
         self._counted(bodies)
+
+    @staticmethod
+    def _messages(ids: list[bytes], bodies: list[bytes], timestamp: int, defer: float) -> list[Message]:
+        return [Message(message_id, body, timestamp, 0, defer) for message_id, body in zip(ids, bodies)]
+
+    def _put_copies(self, channels: Collection[Channel], messages: list[Message]) -> None:
+        """One batch per channel: one disk write batch, one fsync."""
+        copies = self._copies(messages, lambda: [message.copy() for message in messages], len(channels))
+        for channel, own in zip(channels, copies):
+            channel.put_many(own)
+
+    def _put_batch_copies(self, channels: Collection[Channel], batch: Batch) -> None:
+        for channel, own in zip(channels, self._copies(batch, batch.copy, len(channels))):
+            channel.put_batch(own)
 
     def _counted(self, bodies: list[bytes]) -> None:
         self.message_count += len(bodies)
@@ -118,10 +134,10 @@ class Topic:
         """Channels that read the log (durable mode: topiclog/cursor.py) may
         hand out its records ``first`` to ``first + count`` now, if the
         topic hands messages out (else from the unpause on). -> whether the
-        topic has such channels: if so, no channel takes a copy of a
-        message that is not deferred (the others are ephemeral, and in
-        durable mode keep nothing). A deferred publish reaches every
-        channel's deferred messages as usual; the cursors skip it."""
+        topic has such channels: if so, of a message that is not deferred
+        only the others take a copy, live (``_live_channels``). A deferred
+        publish reaches every channel's deferred messages as usual; the
+        cursors skip it."""
         found = False
         delivering = self.started and not self.paused
         for channel in self.channels.values():
@@ -133,6 +149,14 @@ class Topic:
                     if not deferred:
                         channel.logged(count)
         return found
+
+    def _live_channels(self) -> list[Channel]:
+        """Beside channels that read the log, those that do not (in durable
+        mode the ephemeral ones): they take live messages, while the topic
+        hands messages out, or none (they keep nothing for later)."""
+        if not self.started or self.paused:
+            return []
+        return [channel for channel in self.channels.values() if channel.cursor is None]
 
     def hand_out_log(self) -> None:
         """Channels that read the log see it to its end (the topic hands
@@ -169,6 +193,8 @@ class Topic:
             if in_log_only:
                 topic_log.mark_backlog(first)
             if in_log_only or self._to_cursors(first, count, False):
+                if not in_log_only:
+                    self._put_batch_copies(self._live_channels(), batch)
                 self.message_count += count
                 self.message_bytes += len(body) - 4 * (count + 1)
                 return
@@ -181,8 +207,7 @@ class Topic:
             self.queue.put_batch(batch)
             self.limit.trim(self.queue)
         else:
-            for channel, own in zip(self.channels.values(), self._copies(batch, batch.copy)):
-                channel.put_batch(own)
+            self._put_batch_copies(self.channels.values(), batch)
         self.message_count += count
         self.message_bytes += len(body) - 4 * (count + 1)
 
@@ -196,11 +221,12 @@ class Topic:
             raise TopicExiting("exiting")
         self._check_limits(incoming)
 
-    def _copies(self, first, copy) -> list:
-        """``first`` for the first channel and ``copy()`` for each other, all
-        made before any channel takes from its own (a channel without room
-        in memory takes a whole batch at once)."""
-        return [first, *(copy() for _ in range(len(self.channels) - 1))]
+    @staticmethod
+    def _copies(first, copy, count: int) -> list:
+        """``first`` for the first of ``count`` channels and ``copy()`` for
+        each other, all made before any channel takes from its own (a
+        channel without room in memory takes a whole batch at once)."""
+        return [first, *(copy() for _ in range(count - 1))]
 
     def _to_channels_now(self) -> bool:
         """Straight to the channels, or into the topic's own queue first."""
