@@ -158,7 +158,7 @@ class Replicator:
             await self._join()
             await self._links_up(LINKS_WAIT)
         except EtcdUnavailable as error:
-            answered = ("accepting publishes with fewer copies" if self.min_copies == 1
+            answered = ("accepting publishes with fewer copies" if self.refusal() is None
                         else "refusing publishes with E_PUB_FAILED")
             self.log.error("REPLICATION: etcd unavailable (%s): %s until it answers", error, answered)
         if self.logs is None:  # held in memory from now on: a later crash loses them, as memory does
@@ -336,7 +336,7 @@ class Replicator:
             except EtcdUnavailable as error:
                 self.etcd_ok = False
                 if not self.epoch:
-                    answered = "refusing publishes" if self.min_copies > 1 else "accepting publishes"
+                    answered = "accepting publishes" if self.refusal() is None else "refusing publishes"
                 else:
                     left = self.membership.lease_left()
                     answered = (f"acknowledging and delivering for {left:.1f} s more, until its lease may end"
