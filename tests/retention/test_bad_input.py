@@ -109,3 +109,10 @@ def test_bad_flags_are_one_line(flag, message, tmp_path):
     assert result.returncode != 0 and "Traceback" not in result.stderr
     (line,) = [line for line in result.stderr.splitlines() if "retention" in line]  # (after nsqd's version line)
     assert message in line, result.stderr
+
+
+@pytest.mark.parametrize("time", [FUTURE, "99999999999999ms"])
+def test_offsets_at_a_time_in_the_future_is_the_logs_end(retained, time):
+    status, answer = http_json("GET", f"{retained.http_url}/topic/offsets?topic=kept&time={time}")
+    assert status == 200, answer
+    assert answer["offset_at_time"] == answer["latest_offset"] == 100

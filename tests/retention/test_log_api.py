@@ -1,14 +1,17 @@
 """The retained topic's HTTP API: offsets, reads decoded by an independent
 reader (ranges at segment boundaries, reads while retention removes
-segments), retention by time and by bytes, per-topic settings kept across
-restarts, and the figures in /stats and /metrics."""
+segments, ``max_bytes`` as a bound), retention by time and by bytes,
+per-topic settings kept across restarts (the docs' example as printed), and
+the figures in /stats and /metrics."""
 
 import os
+import re
 import time
 import urllib.error
+from pathlib import Path
 
 from tests.retention import logreader
-from tests.retention.test_replay import publish
+from tests.retention.test_replay import mpub, publish
 from tests.support.wire import http, http_json, wait_until
 
 
@@ -149,3 +152,51 @@ def test_stats_and_metrics_show_the_log_and_each_channels_lag(start_nsqd, topic)
     assert f'nsqd_topic_log_latest_offset{{topic="{topic}"}} 100' in text
     assert f'nsqd_channel_log_lag{{topic="{topic}",channel="c"}} 100' in text
     assert "nsqd_topic_log_bytes" in text
+
+
+def read_sized(nsqd, topic: str, start: int, max_bytes: int) -> tuple[list, int, int]:
+    """-> (records, bytes of the answer, next offset) of one read."""
+    part, headers = logreader.read(nsqd.http_url, topic, start, max_bytes=max_bytes)
+    return part, int(headers["Content-Length"]), int(headers["X-NSQ-Next-Offset"])
+
+
+def test_max_bytes_bounds_a_read_inside_one_big_chunk_and_a_read_makes_progress(start_nsqd, topic):
+    nsqd = start_nsqd("--retention=1h")
+    bodies = [b"m%03d-" % i + b"x" * 150 for i in range(250)]
+    mpub(nsqd, topic, bodies, per=250)  # one publish: one chunk of 250
+    for start in (0, 10):  # at the chunk's start, and inside it
+        part, size, next_offset = read_sized(nsqd, topic, start, 1)  # a message bigger than the budget: alone
+        assert [(offset, body) for offset, _, _, body in part] == [(start, bodies[start])]
+        assert (next_offset, size) == (start + 1, 32 + 8 + 16 + 2 * 4 + 160)  # header, arrays, body padded to 8
+        part, size, next_offset = read_sized(nsqd, topic, start, 10_000)
+        assert 1 < len(part) < 250 and size <= 10_000 and next_offset == start + len(part)
+        assert [body for _, _, _, body in part] == bodies[start:next_offset]
+    whole = read_sized(nsqd, topic, 0, 1 << 20)
+    assert len(whole[0]) == 250
+
+
+def test_max_bytes_holds_across_segments_and_reads_in_steps_get_everything(start_nsqd, topic):
+    nsqd = start_nsqd("--retention=1h", "--max-bytes-per-file=1024")
+    bodies = [b"b%02d-" % i + b"y" * (i % 7 * 20) for i in range(60)]
+    publish(nsqd, topic, bodies)  # MPUBs of 50 and PUBs: chunks of many sizes over many segments
+    for max_bytes in (1, 150, 400, 1000, 5000):
+        for start in range(60):
+            part, size, next_offset = read_sized(nsqd, topic, start, max_bytes)
+            assert size <= max_bytes or len(part) == 1, (max_bytes, start, size, len(part))
+            assert [body for _, _, _, body in part] == bodies[start:next_offset] and next_offset > start
+        offset, got = 0, []
+        while offset < 60:
+            part, _, offset = read_sized(nsqd, topic, offset, max_bytes)
+            got += [body for _, _, _, body in part]
+        assert got == bodies
+
+
+def test_the_per_topic_example_in_the_docs_works_as_printed(start_nsqd):
+    nsqd = start_nsqd()
+    text = (Path(__file__).parents[2] / "docs" / "retention.md").read_text()
+    block = text.split("Per topic, over HTTP", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = re.findall(r"curl -X ([A-Z]+) '(http://127\.0\.0\.1:4151[^']+)'", block)
+    assert len(commands) >= 2
+    for method, url in commands:
+        status, _, answer = http(method, url.replace("http://127.0.0.1:4151", nsqd.http_url))
+        assert status == 200, (url, answer)

@@ -26,6 +26,7 @@ from .retention import log_extent, parse_point
 CONTENT_TYPE = "application/vnd.nsqpy.log-chunks"
 SEND_BLOCK = 1024 * 1024  # bytes of segment file read and written at once
 OFFSET_LIMIT = (1 << 63) - 1
+NO_FUTURE = 1 << 80  # Unix ns past any time parse_point reads: no time is refused as future
 
 
 class LogApi:
@@ -54,12 +55,15 @@ class LogApi:
         return topic, _log_of(topic)
 
     async def offsets(self, request):
-        """The log's extent; with ``time=``, the first offset at or after it."""
+        """The log's extent; with ``time=``, the first offset at or after it:
+        the latest offset for a time no record has reached yet, the future
+        included (so a reader whose clock runs ahead of nsqd's, asking up to
+        its "now", gets an answer rather than an error)."""
         topic, topic_log = self._retained_topic(request)
         answer = log_extent(topic_log)
         answer["topic"] = topic.name
         if "time" in request.query:
-            point = _point(request.query["time"], "INVALID_TIME")
+            point = _point(request.query["time"], "INVALID_TIME", now_ns=NO_FUTURE)
             if point.kind != "time":
                 raise HttpError(400, "INVALID_TIME time must be an RFC 3339 time or Unix milliseconds (<digits>ms)")
             answer["offset_at_time"] = topic_log.offset_at(point.value)
@@ -67,7 +71,9 @@ class LogApi:
 
     async def read(self, request):
         """The records from offset ``from`` up to ``to`` (exclusive; the end
-        when absent), at most ``max_bytes`` of chunks (at least one record)."""
+        when absent) in an answer of at most ``max_bytes``, except that one
+        record is always served when there is one, however big (a reader
+        never stalls on it)."""
         _, topic_log = self._retained_topic(request)
         start = _offset_param(request, "from", required=True)
         end = _offset_param(request, "to")
@@ -139,9 +145,11 @@ def _log_of(topic):
     return topic.topic_log
 
 
-def _point(text: str, code: str):
+def _point(text: str, code: str, now_ns: int | None = None):
+    """``text`` as a point in the log; a time after ``now_ns`` (the
+    present when None) is refused as in the future."""
     try:
-        return parse_point(text, time.time_ns())
+        return parse_point(text, time.time_ns() if now_ns is None else now_ns)
     except ValueError as error:
         raise HttpError(400, f"{code} {error}") from None
 

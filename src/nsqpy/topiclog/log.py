@@ -25,8 +25,10 @@ succeeds, each publish is written at once and refused when it cannot be
 cannot be kept.
 
 Reads never change the log: ``plan`` names the file ranges (and the at
-most two re-encoded edge chunks) that hold an offset range, opened so a
-segment removed meanwhile still reads whole; ``records`` decodes them.
+most two re-encoded edge chunks: where the range starts or ends inside
+one, or a first chunk bigger than the read's budget) that hold an offset
+range, opened so a segment removed meanwhile still reads whole;
+``records`` decodes them.
 """
 
 import bisect
@@ -324,11 +326,18 @@ class TopicLog:
                 return found
         return self._next_offset
 
-    def plan(self, start: int, end: int | None = None, max_bytes: int = DEFAULT_READ_BYTES) -> ReadPlan:
+    def plan(self, start: int, end: int | None = None, max_bytes: int = DEFAULT_READ_BYTES, *,
+             whole_first_chunk: bool = False) -> ReadPlan:
         """The records from offset ``start`` up to ``end`` (exclusive; the
-        log's end when None), as many whole chunks as fit in ``max_bytes``
-        (at least one record). ``OffsetOutOfRange`` for a ``start`` before
-        ``earliest`` or past ``latest``."""
+        log's end when None) in at most ``max_bytes`` of chunks: whole chunks
+        as they lie in the files, a chunk cut (re-encoded) only where the
+        range starts or ends inside it, or where it is the first and does not
+        fit; at least one record, so a reader never stalls on a record
+        bigger than its budget. ``whole_first_chunk``: a first chunk that
+        does not fit goes whole instead (nsqd's own readers decode every
+        record anyway; cutting it would decode it twice).
+        ``OffsetOutOfRange`` for a ``start`` before ``earliest`` or past
+        ``latest``."""
         self.flush()
         earliest, latest = self.earliest, self._next_offset
         if not earliest <= start <= latest:
@@ -350,7 +359,7 @@ class TopicLog:
                 plan.fds.append(fd)
                 if first is None:
                     first = offset
-                offset, budget = self._plan_segment(plan, segment, fd, offset, end, budget)
+                offset, budget = self._plan_segment(plan, segment, fd, offset, end, budget, whole_first_chunk)
                 if offset < segment.end_offset:  # stopped by the range or the budget
                     break
         except BaseException:
@@ -360,34 +369,36 @@ class TopicLog:
         return plan._replace(first_offset=start if first is None else first, next_offset=offset, size=size)
 
     def _plan_segment(self, plan: ReadPlan, segment: Segment, fd: int, offset: int, end: int,
-                      budget: int) -> tuple[int, int]:
-        """Add the pieces of ``segment`` from ``offset``; -> (next offset, budget left)."""
-        position, header = segment.position_of(fd, offset)
-        if header.first_offset < offset or header.end_offset > end:  # an edge: cut to the range
-            piece = logchunk.trimmed(os.pread(fd, header.size, position), 0, offset, end)
+                      budget: int, whole_first_chunk: bool) -> tuple[int, int]:
+        """Add the pieces of ``segment`` from ``offset``; -> (next offset,
+        budget left). Runs of whole chunks that fit go as one file range; a
+        chunk that does not fit ends the read, unless it would be empty:
+        then the chunk is cut to the records that fit (one at least)."""
+        position = segment.position_of(fd, offset)[0]
+        while offset < end and position < segment.size:
+            header = logchunk.read_header(os.pread(fd, HEADER_SIZE, position))
+            first = not plan.pieces
+            room = max(budget, header.size) if first and whole_first_chunk else budget
+            if header.first_offset == offset:
+                stop = segment.whole_chunks_end(fd, position, position + room, end)
+                if stop > position:
+                    plan.pieces.append((fd, position, stop - position))
+                    budget -= stop - position
+                    offset = self._offset_at_position(segment, fd, stop)
+                    position = stop
+                    continue
+            high = min(end, header.end_offset)
+            fitting = _records_fitting(fd, position, header, offset, high, room)
+            if fitting < high - offset and not first:
+                break  # the next read starts with this chunk
+            taken = max(fitting, 1)
+            piece = logchunk.trimmed(os.pread(fd, header.size, position), 0, offset, offset + taken)
             plan.pieces.append(piece)
-            offset = min(header.end_offset, end)
             budget -= len(piece)
+            offset += taken
+            if offset < header.end_offset:  # cut: by the range's end or the budget
+                break
             position += header.size
-            if offset >= end or budget <= 0 or position >= segment.size:
-                return offset, budget
-        stop = segment.boundary_at_or_before(fd, position + budget, position)
-        partial = None
-        if end < segment.end_offset:
-            end_position, end_header = segment.position_of(fd, end)
-            if end_position < stop or (end_position == stop and end_header.first_offset < end):
-                stop = end_position
-                if end_header.first_offset < end:
-                    partial = end_header
-        if stop > position:
-            plan.pieces.append((fd, position, stop - position))
-            budget -= stop - position
-            offset = self._offset_at_position(segment, fd, stop)
-        if partial is not None and budget > 0:
-            piece = logchunk.trimmed(os.pread(fd, partial.size, stop), 0, offset, end)
-            plan.pieces.append(piece)
-            budget -= len(piece)
-            offset = end
         return offset, budget
 
     @staticmethod
@@ -398,9 +409,9 @@ class TopicLog:
 
     def records(self, start: int, end: int | None = None,
                 max_bytes: int = DEFAULT_READ_BYTES) -> tuple[list[Records], int]:
-        """The chunks of ``plan(start, end, max_bytes)``, decoded, and the
-        offset the next read starts at."""
-        plan = self.plan(start, end, max_bytes)
+        """The chunks of ``plan(start, end, max_bytes)`` (its first chunk
+        whole), decoded, and the offset the next read starts at."""
+        plan = self.plan(start, end, max_bytes, whole_first_chunk=True)
         try:
             chunks = []
             for piece in plan.pieces:
@@ -528,6 +539,19 @@ class TopicLog:
         for name in os.listdir(self.directory):
             os.remove(os.path.join(self.directory, name))
         os.rmdir(self.directory)
+
+
+def _records_fitting(fd: int, position: int, header: logchunk.ChunkHeader, low: int, high: int,
+                     room: int) -> int:
+    """How many of the records [``low``, ``high``) of the chunk at
+    ``position``, from ``low`` on, make a chunk of at most ``room`` bytes:
+    found from its body offsets alone (the one array read), since a cut
+    chunk's size follows from its count and body bytes."""
+    offsets_at = logchunk.layout(header.records, header.body_size)[1]
+    ends = logchunk.numbers("i", os.pread(fd, 4 * (header.records + 1), position + offsets_at))
+    skip = low - header.first_offset
+    return bisect.bisect_right(range(1, high - low + 1), room,
+                               key=lambda count: logchunk.layout(count, ends[skip + count] - ends[skip])[3])
 
 
 def _fsync_directory(path: str) -> None:

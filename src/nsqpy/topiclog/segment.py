@@ -111,22 +111,21 @@ class Segment:
                 return position, header
             position += header.size
 
-    def boundary_at_or_before(self, fd: int, limit: int, start: int) -> int:
-        """The last chunk boundary at or before file position ``limit`` and
-        after ``start`` (a chunk boundary); ``start``'s next boundary when
-        its chunk alone is bigger (a read always gets at least one chunk)."""
-        entry = bisect.bisect_right(self.index_positions, limit) - 1
+    def whole_chunks_end(self, fd: int, start: int, limit: int, end_offset: int) -> int:
+        """From chunk boundary ``start``, where the run of whole chunks ends
+        that lies within file position ``limit`` and before offset
+        ``end_offset``: ``start`` itself when the first chunk does not (the
+        reader cuts that one to fit). The index skips the chunks before the
+        last entry within both bounds; only the rest are walked."""
+        entry = min(bisect.bisect_right(self.index_positions, limit),
+                    bisect.bisect_right(self.index_offsets, end_offset)) - 1
         position = max(start, self.index_positions[max(entry, 0)])
-        end = position
         while position < self.size:
             header = logchunk.read_header(os.pread(fd, HEADER_SIZE, position))
-            if position + header.size > limit:
+            if position + header.size > limit or header.end_offset > end_offset:
                 break
             position += header.size
-            end = position
-        if end == start:  # one chunk beyond the limit: it goes whole
-            end = start + logchunk.read_header(os.pread(fd, HEADER_SIZE, start)).size
-        return end
+        return position
 
     # --- reading what is on disk ------------------------------------------------
 
