@@ -24,6 +24,7 @@ from setuptools import setup
 COMPILED_MODULES = [
     "src/nsqpy/diskqueue/queue.py",
     "src/nsqpy/protocol/commands.py",
+    "src/nsqpy/protocol/keyed.py",
     "src/nsqpy/protocol/logchunk.py",
     "src/nsqpy/protocol/message.py",
     "src/nsqpy/nsqd/batch.py",
@@ -33,6 +34,7 @@ COMPILED_MODULES = [
     "src/nsqpy/nsqd/guid.py",
     "src/nsqpy/nsqd/inflight.py",
     "src/nsqpy/nsqd/message.py",
+    "src/nsqpy/nsqd/publish_keys.py",
     "src/nsqpy/nsqd/queue.py",
     "src/nsqpy/nsqd/replay.py",
     "src/nsqpy/nsqd/replay_position.py",

@@ -76,6 +76,18 @@ def int_in_range(name: str, text: str, high: int) -> int:
         raise ValueError(f"{name} {error}") from None
 
 
+def duration_in_range(name: str, text: str, high: float, shown_high: str) -> float:
+    """A duration setting (Go syntax; flag, HTTP): ``ValueError`` naming it
+    unless in [0, ``high``] (written ``shown_high`` in the message)."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError as error:
+        raise ValueError(f"{name} {error}") from None
+    if not 0 <= seconds <= high:
+        raise ValueError(f"{name} {text!r} must be in [0, {shown_high}]")
+    return seconds
+
+
 def one_of(name: str, text: str, choices) -> str:
     """A setting that must be one of ``choices``; ``ValueError`` naming them otherwise."""
     if text not in choices:

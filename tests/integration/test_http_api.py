@@ -128,7 +128,7 @@ def test_stats_json_schema_and_filters(shared_nsqd, topic):
         assert set(t) == {"topic_name", "channels", "depth", "backend_depth", "message_count",
                           "message_bytes", "paused", "e2e_processing_latency",
                           "memory_depth", "memory_only_count", "unsynced_count", "ttl_ms", "expire_action",
-                          "retention_ms", "retention_bytes",
+                          "retention_ms", "retention_bytes", "publish_key_window_ms",
                           "max_depth", "full_policy", "dropped_count"}
         assert (t["topic_name"], t["message_count"], t["message_bytes"]) == (topic, 1, 5)
         (ch,) = t["channels"]

@@ -36,8 +36,8 @@ def publish(nsqd, topic: str, *bodies: bytes) -> None:
 def test_expired_messages_are_dropped_and_counted(nsqd, topic):
     create(nsqd, topic, "ch", "keeps_all")
     assert http_json("POST", f"{nsqd.http_url}/topic/config?topic={topic}&ttl_ms={TTL_MS}") == (
-        200, {"ttl_ms": TTL_MS, "expire_action": "drop", "retention_ms": 0, "retention_bytes": 0, "max_depth": 0,
-              "full_policy": "reject"})
+        200, {"ttl_ms": TTL_MS, "expire_action": "drop", "retention_ms": 0, "retention_bytes": 0,
+              "publish_key_window_ms": 120_000, "max_depth": 0, "full_policy": "reject"})
     assert http_json("POST", f"{nsqd.http_url}/channel/config?topic={topic}&channel=keeps_all&ttl_ms=0")[0] == 200
     publish(nsqd, topic, b"stale-1", b"stale-2")
     sleep_past_ttl(time.monotonic())

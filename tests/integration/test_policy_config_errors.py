@@ -22,7 +22,7 @@ def test_bad_values_are_refused(shared_nsqd, topic, path, query, message):
     create(shared_nsqd, topic, "ch")
     assert http_json("POST", f"{url}/{path}/config?topic={topic}&{query}") == (400, {"message": message})
     assert http_json("GET", f"{url}/topic/config?topic={topic}") == (
-        200, {"ttl_ms": 0, "expire_action": "drop", "retention_ms": 0, "retention_bytes": 0, "max_depth": 0,
-              "full_policy": "reject"})
+        200, {"ttl_ms": 0, "expire_action": "drop", "retention_ms": 0, "retention_bytes": 0,
+              "publish_key_window_ms": 120_000, "max_depth": 0, "full_policy": "reject"})
     _, channel = http_json("GET", f"{url}/channel/config?topic={topic}&channel=ch")
     assert (channel["ttl_ms"], channel["max_depth"]) == (0, 0)

@@ -24,7 +24,7 @@ def _channel(name, paused=False, ephemeral=False, **settings):
 
 def _topic(name, channels=(), paused=False, ephemeral=False, **settings):
     values = dict(ttl_setting=None, expire_action_setting=None, retention_setting=None,
-                  retention_bytes_setting=None, limit=_limit())
+                  retention_bytes_setting=None, publish_key_window_setting=None, limit=_limit())
     values.update(settings)
     return SimpleNamespace(name=name, paused=paused, ephemeral=ephemeral,
                            channels={channel.name: channel for channel in channels}, **values)
@@ -50,6 +50,8 @@ def _as_dicts(topics) -> bytes:
             ("expire_action", topic.expire_action_setting),
             ("retention_ms", None if topic.retention_setting is None else round(topic.retention_setting * 1000)),
             ("retention_bytes", topic.retention_bytes_setting),
+            ("publish_key_window_ms", None if topic.publish_key_window_setting is None
+             else round(topic.publish_key_window_setting * 1000)),
             ("max_depth", topic.limit.max_depth_setting), ("full_policy", topic.limit.policy_setting)]))
     return json.dumps({"topics": entries or None, "version": "1.3.0"}, separators=(",", ":")).encode()
 
@@ -64,6 +66,7 @@ def test_the_encoder_writes_what_json_dumps_would():
                ttl_setting=2.0, expire_action_setting="dead-letter", limit=_limit(5, "reject")),
         _topic("kept", retention_setting=86400.0, retention_bytes_setting=1 << 30),
         _topic("not-kept", retention_setting=0.0),
+        _topic("keyed", publish_key_window_setting=600.0), _topic("unkeyed", publish_key_window_setting=0.0),
     ]
     assert metadata.encode(topics) == _as_dicts(topics)
     assert metadata.encode([]) == _as_dicts([]) == b'{"topics":null,"version":"1.3.0"}'
@@ -71,14 +74,17 @@ def test_the_encoder_writes_what_json_dumps_would():
 
 def test_what_is_written_reads_back(tmp_path):
     topics = [_topic("t1", [_channel("c1", paused=True, max_attempts_setting=4)], ttl_setting=0.25), _topic("t2"),
-              _topic("t3", retention_setting=3600.0, retention_bytes_setting=0)]
+              _topic("t3", retention_setting=3600.0, retention_bytes_setting=0),
+              _topic("t4", publish_key_window_setting=30.0)]
     metadata.write(str(tmp_path), topics)
     unset = {"seconds": None, "max_bytes": None}
     assert metadata.read(str(tmp_path), LOG) == [
-        ("t1", False, {"ttl": 0.25, "expire_action": None}, unset, (None, None),
+        ("t1", False, {"ttl": 0.25, "expire_action": None}, unset, (None, None), None,
          [("c1", True, {"max_attempts": 4, "dead_letter_topic": None}, None, (None, None))]),
-        ("t2", False, {"ttl": None, "expire_action": None}, unset, (None, None), []),
-        ("t3", False, {"ttl": None, "expire_action": None}, {"seconds": 3600.0, "max_bytes": 0}, (None, None), []),
+        ("t2", False, {"ttl": None, "expire_action": None}, unset, (None, None), None, []),
+        ("t3", False, {"ttl": None, "expire_action": None}, {"seconds": 3600.0, "max_bytes": 0}, (None, None),
+         None, []),
+        ("t4", False, {"ttl": None, "expire_action": None}, unset, (None, None), 30.0, []),
     ]
 
 

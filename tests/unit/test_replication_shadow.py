@@ -3,14 +3,17 @@ which channels each message is still owed to."""
 
 import os
 import struct
+import time
 
 import pytest
 
 from nsqpy.nsqd.replication.shadow import Shadow
 from nsqpy.nsqd.replication.shadowlog import ShadowLogs
 from nsqpy.protocol.commands import encode_mpub_body
-from nsqpy.protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, UNPAUSED, ChannelEvent, Done, Published, ReplicationError,
-                                        BatchWriter, done_record, event_record, published_record, read_records)
+from nsqpy.protocol.replication import (CHANNEL, DELETED, EMPTIED, KEYS_PER_RECORD, PAUSED, RESET, UNPAUSED,
+                                        ChannelEvent, Done, Keyed, Published, ReplicationError, BatchWriter,
+                                        done_record, event_record, keys_record, keys_records, published_record,
+                                        read_records)
 
 ID_A, ID_B, ID_C = b"0" * 15 + b"a", b"0" * 15 + b"b", b"0" * 15 + b"c"
 
@@ -298,3 +301,27 @@ def test_a_disk_that_refuses_the_bodies_leaves_them_in_memory(tmp_path):
     shadow.apply(read_records(batch(event_record(CHANNEL, "t", "a"), pub("t", ID_A, b"kept", ("a",)))))
     assert isinstance(shadow.spill_failure, OSError)
     assert owed(shadow) == {ID_A: {"a"}} and [b for _, b, _, _, _ in shadow.topics["t"].owed()] == [b"kept"]
+
+
+def test_keys_read_back_and_a_shadow_keeps_them_for_the_origins_window():
+    now_ms = int(time.time() * 1000)
+    record = keys_record("t", 60_000, [(now_ms - 120_000, b"old"), (now_ms - 1000, b"k1"), (now_ms, b"k2")])
+    assert list(read_records(record)) == [Keyed("t", 60_000, ((now_ms - 120_000, b"old"), (now_ms - 1000, b"k1"),
+                                                              (now_ms, b"k2")))]
+    shadow = Shadow("origin:4150", 7)
+    shadow.apply(read_records(record))
+    assert (len(shadow), shadow.keys_held()) == (0, 2)  # keys alone are worth a takeover
+    rebuilt = Shadow("origin:4150", 7)
+    rebuilt.apply(read_records(shadow.as_payload()))
+    assert rebuilt.topics["t"].live_keys() == [(now_ms - 1000, b"k1"), (now_ms, b"k2")]
+
+
+def test_held_keys_are_cut_into_records_that_each_fit_a_batch():
+    keys = [(1, b"key-%06d" % n) for n in range(KEYS_PER_RECORD * 2 + 3)]
+    records = keys_records("t", 1000, keys)
+    assert [len(list(read_records(r))[0].keys) for r in records] == [KEYS_PER_RECORD, KEYS_PER_RECORD, 3]
+
+
+def test_a_keys_record_cut_short_is_refused():
+    with pytest.raises(ReplicationError):
+        list(read_records(keys_record("t", 1000, [(1, b"abc")])[:-2]))

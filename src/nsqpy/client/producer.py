@@ -24,7 +24,7 @@ from itertools import count
 from typing import Any
 
 from ..net import peer_host_port
-from ..protocol import commands
+from ..protocol import commands, keyed
 from ..protocol.dedupkey import with_key
 from ..protocol.names import check_name
 from .config import Config
@@ -38,6 +38,7 @@ log = logging.getLogger("nsqpy.client")
 # nsqd's answers that say "this node cannot take it now", not "this publish is wrong"
 NODE_FAILURES = frozenset({"E_PUB_FAILED", "E_MPUB_FAILED", "E_DPUB_FAILED"})
 EMPTY_POOL_POLL = 1.0  # seconds between nsqlookupd queries while no node is known or up
+REPEAT_PAUSE = 0.2  # seconds before a keyed publish whose answer was lost is sent again
 
 
 @dataclass(frozen=True)
@@ -126,19 +127,38 @@ class Producer:
     # Each publish returns the address of the nsqd that took it (with
     # replicas, those that acknowledged, comma-separated).
 
-    async def publish(self, topic: str, body: bytes) -> str:
+    # With a key (str or bytes, 1 to 128 printable ASCII characters without
+    # spaces), a publish is keyed (KPUB, KMPUB, KDPUB: protocol/keyed.py):
+    # nsqd queues the first message with that key and answers OK to every
+    # repeat within the topic's window. A keyed publish whose answer was lost
+    # (the connection dropped or timed out) is sent again with the same key
+    # until ``timeout``, so it is queued once; a retry that fails over to
+    # another nsqd is a new publish there.
+
+    async def publish(self, topic: str, body: bytes, *, key: str | bytes | None = None) -> str:
         """PUB one message. A topic name that is not NSQ's raises ValueError."""
         check_name("topic", topic)
+        if key is not None:
+            return await self._send(topic, keyed.kpub(topic, _key(key), self._keyed([body])[0]), repeatable=True)
         return await self._send(topic, commands.pub(topic, self._keyed([body])[0]))
 
-    async def multi_publish(self, topic: str, bodies: list[bytes]) -> str:
-        """All or nothing on each node: nsqd queues every message or none."""
+    async def multi_publish(self, topic: str, bodies: list[bytes], *, keys: list[str | bytes] | None = None) -> str:
+        """All or nothing on each node: nsqd queues every message or none
+        (keyed: every message whose key it does not hold)."""
         check_name("topic", topic)
+        if keys is not None:
+            if len(keys) != len(bodies):
+                raise ValueError(f"{len(keys)} keys for {len(bodies)} bodies")
+            command = keyed.kmpub(topic, [_key(key) for key in keys], self._keyed(bodies))
+            return await self._send(topic, command, repeatable=True)
         return await self._send(topic, commands.mpub(topic, self._keyed(bodies)))
 
-    async def deferred_publish(self, topic: str, delay: float, body: bytes) -> str:
+    async def deferred_publish(self, topic: str, delay: float, body: bytes, *, key: str | bytes | None = None) -> str:
         """Deliver after ``delay`` seconds (whole milliseconds on the wire)."""
         check_name("topic", topic)
+        if key is not None:
+            command = keyed.kdpub(topic, int(delay * 1000), _key(key), self._keyed([body])[0])
+            return await self._send(topic, command, repeatable=True)
         return await self._send(topic, commands.dpub(topic, int(delay * 1000), self._keyed([body])[0]))
 
     def stats(self) -> dict[str, NodeStats]:
@@ -161,16 +181,17 @@ class Producer:
         call = next(self._calls)
         return [with_key(self._id, call, index, body) for index, body in enumerate(bodies)]
 
-    async def _send(self, topic: str, command: bytes) -> str:
+    async def _send(self, topic: str, command: bytes, repeatable: bool = False) -> str:
+        """``repeatable``: a keyed publish, sent again when its answer is lost."""
         if self._closed:
             raise StoppedError("producer is closed")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         await self._start(deadline)
         if self.replicas == 1:
-            return await self._one_copy(topic, command, deadline, set())
+            return await self._one_copy(topic, command, deadline, set(), repeatable)
         taken: set[Node] = set()  # nodes holding or being sent a copy of this message
-        copies = [asyncio.create_task(self._one_copy(topic, command, deadline, taken))
+        copies = [asyncio.create_task(self._one_copy(topic, command, deadline, taken, repeatable))
                   for _ in range(self.replicas)]
         acknowledged: list[str] = []
         failures: list[ConnectionClosedError] = []
@@ -193,9 +214,12 @@ class Producer:
                 self._keep(copy)
         return ", ".join(acknowledged)
 
-    async def _one_copy(self, topic: str, command: bytes, deadline: float, taken: set[Node]) -> str:
+    async def _one_copy(self, topic: str, command: bytes, deadline: float, taken: set[Node],
+                        repeatable: bool = False) -> str:
         """Send ``command`` to one node not in ``taken``: on a node failure, to
-        the next; when none is up, wait for one until ``deadline``."""
+        the next; when none is up, wait for one until ``deadline``. Without
+        failover, a ``repeatable`` command whose answer was lost goes to the
+        same node again."""
         loop = asyncio.get_running_loop()
         while True:
             node = self._pool.choose(topic, exclude=taken)
@@ -207,6 +231,16 @@ class Producer:
                 await self._attempt(node, command, deadline)
                 return node.address
             except (ConnectionClosedError, ProtocolError, OSError) as error:
+                if isinstance(error, ProtocolError) and error.code == "E_INVALID" and repeatable:
+                    raise _no_keys(node.address, error) from None
+                if repeatable and not self._failover and not isinstance(error, ProtocolError):
+                    if loop.time() + REPEAT_PAUSE >= deadline:
+                        raise
+                    log.warning("producer: no answer to a keyed publish from nsqd at %s (%s); sending it again",
+                                node.address, error)
+                    taken.discard(node)
+                    await asyncio.sleep(REPEAT_PAUSE)
+                    continue
                 if not self._failover or (isinstance(error, ProtocolError) and error.code not in NODE_FAILURES):
                     raise
                 taken.discard(node)
@@ -364,6 +398,20 @@ class Producer:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.debug("producer: background publish ended: %s", task.exception())
+
+
+def _key(key: str | bytes) -> bytes:
+    raw = key.encode("utf-8") if isinstance(key, str) else key
+    problem = keyed.key_problem(raw)
+    if problem is not None:
+        raise ValueError(f"publish key {key!r} {problem}")
+    return raw
+
+
+def _no_keys(address: str, error: ProtocolError) -> ProtocolError:
+    """NSQ's own nsqd refuses the keyed commands: say what that means."""
+    return ProtocolError(error.code, f"{error.description}: nsqd at {address} does not take keyed publishes "
+                                     "(NSQ's nsqd has no deduplication); publish without a key there")
 
 
 def _expire(answer: asyncio.Future[bytes]) -> None:

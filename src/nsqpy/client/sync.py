@@ -63,17 +63,17 @@ class SyncProducer:
         """As ``Producer.ping``, blocking."""
         self._call(self._producer.ping())
 
-    def publish(self, topic: str, body: bytes) -> str:
+    def publish(self, topic: str, body: bytes, *, key: str | bytes | None = None) -> str:
         """As ``Producer.publish``, blocking."""
-        return self._call(self._producer.publish(topic, body))
+        return self._call(self._producer.publish(topic, body, key=key))
 
-    def multi_publish(self, topic: str, bodies: list[bytes]) -> str:
+    def multi_publish(self, topic: str, bodies: list[bytes], *, keys: list[str | bytes] | None = None) -> str:
         """As ``Producer.multi_publish``, blocking."""
-        return self._call(self._producer.multi_publish(topic, bodies))
+        return self._call(self._producer.multi_publish(topic, bodies, keys=keys))
 
-    def deferred_publish(self, topic: str, delay: float, body: bytes) -> str:
+    def deferred_publish(self, topic: str, delay: float, body: bytes, *, key: str | bytes | None = None) -> str:
         """As ``Producer.deferred_publish``, blocking."""
-        return self._call(self._producer.deferred_publish(topic, delay, body))
+        return self._call(self._producer.deferred_publish(topic, delay, body, key=key))
 
     def close(self) -> None:
         """Close the Producer and end its thread's loop."""

@@ -69,7 +69,7 @@ def _export_logs(options: NsqdOptions, data_path: str, log: logging.Logger) -> i
     from ..topiclog.cursor import cursor_files, remove_cursor, saved_position
 
     copied = 0
-    for topic, channels in ((entry[0], {channel[0] for channel in entry[5]})
+    for topic, channels in ((entry[0], {channel[0] for channel in entry[-1]})
                             for entry in metadata.read(data_path, log)):
         directory = os.path.join(data_path, topic + LOG_SUFFIX)
         if not os.path.isdir(directory):

@@ -14,6 +14,7 @@ from ..options import parse_int
 from ..protocol import NSQ_VERSION
 from ..protocol.commands import parse_mpub_body
 from ..protocol.errors import ProtocolError
+from ..protocol.keyed import key_problem, keyed_lines, parse_kmpub_body
 from ..protocol.names import is_valid_topic_name
 from . import stats as stats_module
 from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
@@ -21,6 +22,7 @@ from .bounds import QueueFull, parse_full_policy, parse_max_depth
 from .deferred_view import DEFAULT_LIMIT, MAX_LIMIT, deferred_listing
 from .expiry import parse_expire_action, parse_ttl_ms
 from .http_log import LogApi
+from .publish_keys import KeysRefused, parse_key_window
 from .retention import parse_retention, parse_retention_bytes
 from .replication.links import ReplicationShort
 from .topic import TopicExiting
@@ -42,6 +44,8 @@ class HttpApi:
             get("/info", self.info, allow_head=False),
             post("/pub", self.pub),
             post("/mpub", self.mpub),
+            post("/kpub", self.kpub),
+            post("/kmpub", self.kmpub),
             get("/stats", self.stats, allow_head=False),
             get("/metrics", made_on_first_request(self._metrics_endpoint), allow_head=False),
             post("/topic/create", self.topic_create),
@@ -113,7 +117,9 @@ class HttpApi:
 
     # --- publishing -------------------------------------------------------------------
 
-    async def _publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0):
+    async def _publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0, keys: list[bytes] | None = None):
+        """Queue ``bodies`` (keyed: those whose keys the topic does not
+        remember), then OK once they are as safe as a TCP publish's."""
         nsqd = self.nsqd
         if nsqd.exiting:
             raise HttpError(503, "EXITING")
@@ -121,14 +127,19 @@ class HttpApi:
         if refused is not None:
             raise HttpError(503, f"PUB_FAILED {refused}")
         try:
-            nsqd.publish(topic_name, bodies, defer)
+            if keys is None:
+                nsqd.publish(topic_name, bodies, defer)
+            else:
+                nsqd.publish_keyed(topic_name, keys, bodies, defer)
+        except KeysRefused as error:
+            raise HttpError(503 if error.code == "KEYS_FULL" else 400, f"{error.code} {error}") from None
         except TopicExiting:
             raise HttpError(503, "EXITING") from None
         except QueueFull as error:
             raise HttpError(503, f"QUEUE_FULL {error}") from None
         except OSError:
             raise HttpError(500, "INTERNAL_ERROR") from None
-        nsqd.flush_dirty()  # a retained topic's records are in its log's file before the OK
+        nsqd.flush_dirty()  # a retained topic's records, publish keys, are in their files before the OK
         acks = None if nsqd.replication is None else nsqd.replication.acks()
         if acks is not None:  # a replicated nsqd answers once its peers hold copies
             try:
@@ -139,6 +150,18 @@ class HttpApi:
         return text_response("OK")
 
     async def pub(self, request):
+        _refuse_key(request, "/kpub")
+        topic_name, body, defer = await self._one_message(request)
+        return await self._publish(topic_name, [body], defer)
+
+    async def kpub(self, request):
+        """Beyond NSQ: a /pub that may be repeated safely (protocol/keyed.py);
+        ``key`` in the query."""
+        key = _key_param(request)
+        topic_name, body, defer = await self._one_message(request)
+        return await self._publish(topic_name, [body], defer, [key])
+
+    async def _one_message(self, request) -> tuple[str, bytes, float]:
         options = self.nsqd.options
         body = await read_body(request, options.max_msg_size, "MSG_TOO_BIG")
         if not body:
@@ -146,14 +169,32 @@ class HttpApi:
         topic_name = topic_param(request, invalid="INVALID_TOPIC")
         max_defer_ms = int(options.max_req_timeout * 1000)
         defer_ms = _query_setting(request, "defer", lambda text: parse_int(text, 0, max_defer_ms), "INVALID_DEFER")
-        return await self._publish(topic_name, [body], (defer_ms or 0) / 1000)
+        return topic_name, body, (defer_ms or 0) / 1000
 
-    async def mpub(self, request):
+    async def kmpub(self, request):
+        """Beyond NSQ: an /mpub whose every message may be repeated safely:
+        lines ``<key> <body>``, or with ``binary=true`` a KMPUB body."""
         options = self.nsqd.options
         topic_name = topic_param(request, invalid="INVALID_TOPIC")
         body = await read_body(request, options.max_body_size, "BODY_TOO_BIG")
-        binary = request.query.get("binary")
-        if binary is not None and binary not in ("false", "0"):
+        try:
+            if _binary(request):
+                keys, bodies = parse_kmpub_body(body, options.max_msg_size, options.max_body_size)
+            else:
+                keys, bodies = keyed_lines(body, options.max_msg_size)
+        except ProtocolError as error:
+            status = 413 if "too big" in error.description else 400
+            raise HttpError(status, f"{error.code.removeprefix('E_')} {error.description}") from None
+        if not bodies:
+            return text_response("OK")
+        return await self._publish(topic_name, bodies, keys=keys)
+
+    async def mpub(self, request):
+        _refuse_key(request, "/kmpub")
+        options = self.nsqd.options
+        topic_name = topic_param(request, invalid="INVALID_TOPIC")
+        body = await read_body(request, options.max_body_size, "BODY_TOO_BIG")
+        if _binary(request):
             try:
                 bodies = parse_mpub_body(body, options.max_msg_size, options.max_body_size, exact=False)
             except ProtocolError as error:
@@ -324,9 +365,9 @@ class HttpApi:
         return json_response(stats_module.topic_config(self._existing_topic(request)))
 
     async def topic_config_post(self, request):
-        """Beyond NSQ: ``ttl_ms``, ``expire_action``, ``retention`` and
-        ``retention_bytes`` (any of them) for one topic and its channels;
-        persisted in nsqd.dat."""
+        """Beyond NSQ: ``ttl_ms``, ``expire_action``, ``retention``,
+        ``retention_bytes`` and ``publish_key_window`` (any of them) for one
+        topic and its channels; persisted in nsqd.dat."""
         topic = self._existing_topic(request)
         if topic.ephemeral:
             raise HttpError(400, "EPHEMERAL_TOPIC")
@@ -334,6 +375,7 @@ class HttpApi:
         expire_action = _query_setting(request, "expire_action", parse_expire_action, "INVALID_EXPIRE_ACTION")
         retention = _query_setting(request, "retention", parse_retention, "INVALID_RETENTION")
         retention_bytes = _query_setting(request, "retention_bytes", parse_retention_bytes, "INVALID_RETENTION_BYTES")
+        key_window = _query_setting(request, "publish_key_window", parse_key_window, "INVALID_PUBLISH_KEY_WINDOW")
         limit = _limit_settings(request)
         if (retention or retention_bytes) and self.nsqd.replication is not None:
             raise HttpError(400, "RETENTION_NOT_SUPPORTED a retained topic's log is not replicated yet")
@@ -345,6 +387,8 @@ class HttpApi:
             raise HttpError(500, f"INTERNAL_ERROR {error.strerror or error}") from None
         topic.configure_expiry(None if ttl_ms is None else ttl_ms / 1000, expire_action)
         topic.limit.configure(*limit)
+        if key_window is not None:
+            topic.publish_key_window_setting = key_window
         await self._persisted(topic)
         return json_response(stats_module.topic_config(topic))
 
@@ -372,6 +416,28 @@ class HttpApi:
         else:
             nsqd.set_lookupd_addresses(address_list(body, split_host_port))
         return json_response(self._config_value(name))
+
+
+def _binary(request) -> bool:
+    binary = request.query.get("binary")
+    return binary is not None and binary not in ("false", "0")
+
+
+def _key_param(request) -> bytes:
+    if "key" not in request.query:
+        raise HttpError(400, "MISSING_ARG_KEY")
+    key = request.query["key"].encode("utf-8")
+    problem = key_problem(key)
+    if problem is not None:
+        raise HttpError(400, f"INVALID_KEY key {problem}")
+    return key
+
+
+def _refuse_key(request, keyed_route: str) -> None:
+    """A key given to /pub or /mpub would be ignored, as NSQ's nsqd ignores
+    it, and every repeat queued: say where keys go instead."""
+    if "key" in request.query:
+        raise HttpError(400, f"INVALID_ARG_KEY keyed publishes go to {keyed_route}")
 
 
 def _query_setting(request, name: str, parse, invalid: str):

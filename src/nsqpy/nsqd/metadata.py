@@ -21,6 +21,7 @@ from ..protocol.names import is_ephemeral, is_valid_channel_name, is_valid_topic
 from .bounds import parse_full_policy, parse_max_depth
 from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
 from .expiry import parse_expire_action, parse_ttl_ms
+from .publish_keys import MAX_WINDOW as MAX_KEY_WINDOW, parse_key_window
 from .retention import MAX_RETENTION, parse_retention, parse_retention_bytes
 
 FILE_NAME = "nsqd.dat"
@@ -74,6 +75,8 @@ def _topic_settings(topic) -> dict:
         settings["retention_ms"] = round(topic.retention_setting * 1000)
     if topic.retention_bytes_setting is not None:
         settings["retention_bytes"] = topic.retention_bytes_setting
+    if topic.publish_key_window_setting is not None:
+        settings["publish_key_window_ms"] = round(topic.publish_key_window_setting * 1000)
     return _with_limit(settings, topic.limit)
 
 
@@ -119,6 +122,10 @@ def _ttl_seconds(text: str) -> float:
 
 def _retention_seconds(text: str) -> float:
     return parse_retention(f"{int_in_range('retention_ms', text, round(MAX_RETENTION * 1000))}ms")
+
+
+def _key_window_seconds(text: str) -> float:
+    return parse_key_window(f"{int_in_range('publish_key_window_ms', text, round(MAX_KEY_WINDOW * 1000))}ms")
 
 
 def _dead_letter_settings(entry: dict, topic_name: str, log, path: str) -> dict:
@@ -214,7 +221,7 @@ class MetadataWriter:
 
 
 def read(data_path: str, log) -> list[tuple]:
-    """[(topic, paused, expiry settings, retention settings, limit settings, [(channel, paused,
+    """[(topic, paused, expiry settings, retention settings, limit settings, publish key window, [(channel, paused,
     dead-letter settings, TTL, limit settings)])]; invalid names and values
     are skipped with a warning."""
     path = metadata_path(data_path)
@@ -245,6 +252,7 @@ def read(data_path: str, log) -> list[tuple]:
                   "expire_action": _setting(topic, "expire_action", parse_expire_action, name, log, path)}
         retention = {"seconds": _setting(topic, "retention_ms", _retention_seconds, name, log, path),
                      "max_bytes": _setting(topic, "retention_bytes", parse_retention_bytes, name, log, path)}
+        key_window = _setting(topic, "publish_key_window_ms", _key_window_seconds, name, log, path)
         result.append((name, bool(topic.get("paused")), expiry, retention, _limit_settings(topic, name, log, path),
-                       channels))
+                       key_window, channels))
     return result

@@ -23,11 +23,15 @@ _TOPIC_GAUGES = [
     ("channels", "Channels of the topic.", lambda t: len(t.channels)),
     ("paused", "1 when the topic is paused.", lambda t: int(t.paused)),
     ("max_depth", "The most messages the topic holds (0: unbounded).", lambda t: t.limit.max_depth),
+    ("publish_keys", "Keys of keyed publishes the topic holds within its window.",
+     lambda t: 0 if t.publish_keys is None else len(t.publish_keys)),
 ]
 _TOPIC_COUNTERS = [
     ("messages", "Messages published to the topic.", lambda t: t.message_count),
     ("message_bytes", "Bytes of message bodies published to the topic.", lambda t: t.message_bytes),
     ("dropped", "Messages dropped by the topic's drop-oldest limit.", lambda t: t.limit.dropped),
+    ("publish_repeats", "Keyed publishes answered OK without queuing anything: repeats within the window.",
+     lambda t: 0 if t.publish_keys is None else t.publish_keys.repeats),
 ]
 # beyond NSQ, for retained topics (retention.py) and their channels only
 _LOG_GAUGES = [

@@ -10,6 +10,7 @@ from ..options import format_duration, option
 from .bounds import MAX_DEPTH_LIMIT
 from .dead_letter import MAX_ATTEMPTS_LIMIT
 from .expiry import MAX_TTL_MS
+from .publish_keys import MAX_KEYS as MAX_PUBLISH_KEYS, MAX_WINDOW as MAX_KEY_WINDOW
 from .retention import MAX_RETENTION, MAX_RETENTION_BYTES
 
 
@@ -127,6 +128,12 @@ class NsqdOptions:
     retention_bytes: int = option(0, "beyond NSQ: default for every topic; the most bytes a topic's log keeps "
                                   "(whole segments of --max-bytes-per-file go first; 0 = no limit by size)")
 
+    publish_key_window: float = option(120.0, "beyond NSQ: default for every topic; how long a keyed publish's "
+                                       "key (KPUB, KMPUB, KDPUB, /kpub, /kmpub) makes a repeat of it harmless "
+                                       "(0 = keyed publishes refused)", duration=True)
+    max_publish_keys: int = option(1_000_000, "beyond NSQ: the most keys a topic holds within its window; a "
+                                   "keyed publish of a new key beyond it is refused until older keys leave")
+
     export_for_go: bool = option(False, "beyond NSQ: move every deferred message of --data-path into its "
                                  "channel's ordinary queue, so that NSQ's own nsqd loads them, then exit")
 
@@ -214,6 +221,11 @@ class NsqdOptions:
         if (self.retention or self.retention_bytes) and self.replication_factor > 1:
             raise ValueError("--retention cannot be used with --replication-factor above 1 yet "
                              "(a retained topic's log is not replicated)")
+        if not 0 <= self.publish_key_window <= MAX_KEY_WINDOW:
+            raise ValueError(f"--publish-key-window {format_duration(self.publish_key_window)} must be in "
+                             "[0, 168h] (0: keyed publishes refused)")
+        if not 1 <= self.max_publish_keys <= MAX_PUBLISH_KEYS:
+            raise ValueError(f"--max-publish-keys {self.max_publish_keys} must be in [1, {MAX_PUBLISH_KEYS}]")
         if not 0 <= self.busy_poll <= MAX_BUSY_POLL:
             raise ValueError(f"--busy-poll {format_duration(self.busy_poll)} must be in [0, 10ms]")
         for p in self.e2e_processing_latency_percentiles:

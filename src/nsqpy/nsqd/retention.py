@@ -20,7 +20,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Final
 
-from ..options import int_in_range, parse_duration
+from ..options import duration_in_range, int_in_range
 
 if TYPE_CHECKING:
     from ..topiclog import TopicLog
@@ -38,13 +38,7 @@ def log_directory(data_path: str, topic_name: str) -> str:
 
 def parse_retention(text: str) -> float:
     """A retention as given to the flag or over HTTP (Go duration; 0: off)."""
-    try:
-        seconds = parse_duration(text)
-    except ValueError as error:
-        raise ValueError(f"retention {error}") from None
-    if not 0 <= seconds <= MAX_RETENTION:
-        raise ValueError(f"retention {text!r} must be in [0, 87600h]")
-    return seconds
+    return duration_in_range("retention", text, MAX_RETENTION, "87600h")
 
 
 def parse_retention_bytes(text: str) -> int:

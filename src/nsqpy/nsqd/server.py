@@ -26,6 +26,7 @@ from .client import ClientV2
 from .latency import LatencyWindow
 from .lookup import LookupPeer
 from .options import NsqdOptions
+from .publish_keys import PublishKeys, keys_path
 from .queue import MessageQueue, MessagesLost
 from .replay import Replay, remove_stale_cursors
 from .tls import server_context
@@ -273,8 +274,9 @@ class NSQD:
             raise StartupError(str(error)) from None
         self._loading = True
         try:
-            for topic_name, paused, expiry_settings, retention_settings, topic_limit, channels in entries:
+            for topic_name, paused, expiry_settings, retention_settings, topic_limit, key_window, channels in entries:
                 topic = self.get_topic(topic_name)
+                topic.publish_key_window_setting = key_window
                 topic.configure_expiry(**expiry_settings)
                 topic.configure_retention(**retention_settings)
                 topic.limit.configure(*topic_limit)
@@ -411,12 +413,14 @@ class NSQD:
                 self.log.error("DISKQUEUE(%s): flush failed: %s", disk.name, error)
                 self._take_back(answered.get(disk, ()), error)
 
-    def answered_before_write(self, topic_log, client, code: str, command: str) -> None:
-        """``client``'s OK is queued for a publish whose records wait for
-        ``topic_log``'s write at the end of this turn (flush_dirty, before
-        any answer is sent): if that write fails, the publisher gets
-        ``code`` instead, as it would have had the write come first."""
-        self._answered_early.setdefault(topic_log, []).append((client, client.answer_place(), code, command))
+    def answered_before_write(self, waiting, client, code: str, command: str) -> None:
+        """``client``'s OK is queued for a publish whose records (or keys)
+        wait for the writes of ``waiting`` at the end of this turn
+        (flush_dirty, before any answer is sent): if one fails, the
+        publisher gets ``code`` instead, as it would have had the write
+        come first."""
+        for writer in waiting:
+            self._answered_early.setdefault(writer, []).append((client, client.answer_place(), code, command))
 
     def _take_back(self, answers, error: OSError) -> None:
         for client, place, code, command in answers:
@@ -424,6 +428,31 @@ class NSQD:
 
     def open_topic_log(self, topic_name: str):
         return retention.open_topic_log(self, topic_name)
+
+    def open_publish_keys(self, topic) -> PublishKeys:
+        """A topic's keys (publish_keys.py), loaded from its file; written
+        at the end of each turn with the disk queues' acknowledgements."""
+        path = None if topic.ephemeral else keys_path(self.data_path, topic.name)
+        keys = PublishKeys(topic.name, path, lambda: topic.publish_key_window, self.options.max_publish_keys,
+                           sync=self.options.sync_every == 1)
+        keys.on_pending = self.flush_soon
+        return keys
+
+    def close_publish_keys(self, keys: PublishKeys) -> None:
+        try:
+            keys.close()
+        except OSError as error:
+            self.log.error("KEYS(%s): failed to write at shutdown: %s", keys.topic_name, error)
+
+    def delete_publish_keys(self, topic) -> None:
+        if topic.publish_keys is not None:
+            topic.publish_keys.discard()
+            topic.publish_keys = None
+        if not topic.ephemeral:
+            try:
+                os.unlink(keys_path(self.data_path, topic.name))
+            except FileNotFoundError:
+                pass
 
     def close_topic_log(self, topic_log) -> None:
         """At shutdown: what waits is written and fsynced, or the loss is logged."""
@@ -490,17 +519,22 @@ class NSQD:
         self.notify_changed(topic, deleted=True)
 
     def publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0, ids: list[bytes] | None = None):
-        """-> the topic's log when the records wait for its write (``_publish``)."""
+        """-> what waits for the end of the turn's write (``_publish``)."""
         return self._publish(topic_name, lambda topic: topic.publish(bodies, time.time_ns(), defer, ids))
 
     def publish_mpub(self, topic_name: str, body: bytes, count: int):
         """An MPUB's validated body, queued as it is (``Topic.publish_mpub``)."""
         return self._publish(topic_name, lambda topic: topic.publish_mpub(body, count, time.time_ns()))
 
+    def publish_keyed(self, topic_name: str, keys: list[bytes], bodies: list[bytes], defer: float = 0.0):
+        """Keyed publishes (``Topic.publish_keyed``); -> as ``_publish``."""
+        return self._publish(topic_name, lambda topic: topic.publish_keyed(keys, bodies, time.time_ns(), defer))
+
     def _publish(self, topic_name: str, put):
         """``put(topic)``; a disk that refuses makes nsqd unhealthy until a
-        publish succeeds again. -> the topic's log when the records wait in
-        it for the end of this turn's write (answered_before_write), else None."""
+        publish succeeds again. -> what waits for the end of this turn's
+        write (answered_before_write): the topic's log with its records,
+        its publish keys with theirs; usually nothing."""
         try:
             topic = self.get_topic(topic_name)
             put(topic)
@@ -510,8 +544,14 @@ class NSQD:
             raise
         if self.health_error is not None:
             self.health_error = None
+        waiting: tuple = ()
         topic_log = topic.topic_log
-        return topic_log if topic_log is not None and topic_log.waiting else None
+        if topic_log is not None and topic_log.waiting:
+            waiting = (topic_log,)
+        keys = topic.publish_keys
+        if keys is not None and keys.waiting:
+            waiting += (keys,)
+        return waiting
 
     def publish_dead_letter(self, channel, message) -> bool:
         """A channel gives up on ``message`` (dead_letter.py): its body goes

@@ -72,7 +72,7 @@ def _channel_config_members(channel) -> str:
 def _topic_config_members(topic) -> str:
     return (f'"ttl_ms":{round(topic.message_ttl * 1000)},"expire_action":{_quote(topic.expire_action)},'
             f'"retention_ms":{round(topic.retention * 1000)},"retention_bytes":{topic.retention_bytes},'
-            f'{_limit_members(topic.limit)}')
+            f'"publish_key_window_ms":{round(topic.publish_key_window * 1000)},{_limit_members(topic.limit)}')
 
 
 def _limit_members(limit) -> str:
@@ -138,8 +138,14 @@ def _topic_json(topic, channel_filter: str | None, include_clients: bool, quanti
         f'"backend_depth":{queue.backend_depth},"message_count":{topic.message_count},'
         f'"message_bytes":{topic.message_bytes},"paused":{"true" if topic.paused else "false"},'
         f'"e2e_processing_latency":{latency},{_topic_config_members(topic)},'
-        f'"dropped_count":{topic.limit.dropped},{_at_risk_json(queue, 0)}{_log_json(topic)}}}'
+        f'"dropped_count":{topic.limit.dropped},{_at_risk_json(queue, 0)}{_log_json(topic)}{_keys_json(topic)}}}'
     )
+
+
+def _keys_json(topic) -> str:
+    """Beyond NSQ, for a topic that had keyed publishes (publish_keys.py)."""
+    keys = topic.publish_keys
+    return "" if keys is None else f',"publish_keys":{len(keys)},"publish_repeat_count":{keys.repeats}'
 
 
 def _log_json(topic) -> str:

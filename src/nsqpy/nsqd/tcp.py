@@ -16,6 +16,7 @@ from ..protocol.commands import ABORT, check_mpub_body, parse_base10, v2_reader
 from ..protocol.compression import CompressionError, new_codec
 from ..protocol.errors import ProtocolError
 from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
+from ..protocol.keyed import check_key, parse_kmpub_body
 from ..protocol.identify import DEFAULT_HEARTBEAT_INTERVAL_MS, identify_response, negotiate
 from ..protocol.message import MESSAGE_ID_LENGTH
 from ..protocol.names import is_valid_channel_name, is_valid_topic_name
@@ -26,6 +27,7 @@ from .client import ClientV2
 from .deadline import Deadline
 from .tls import connection_info
 from .bounds import QueueFull
+from .publish_keys import KeysRefused
 from .replication.links import ReplicationShort
 from .topic import TopicExiting
 
@@ -492,15 +494,19 @@ class V2Protocol(asyncio.Protocol):
         if len(params) < 3:
             raise _invalid("DPUB insufficient number of parameters")
         topic_name = self._topic_name(params[1], "DPUB")
-        delay_ms = self._parse_ms(params[2], "DPUB could not parse timeout")
-        max_ms = int(self.nsqd.options.max_req_timeout * 1000)
-        if delay_ms > max_ms:
-            raise _invalid(f"DPUB timeout {delay_ms} out of range 0-{max_ms}")
+        delay_ms = self._defer_ms(params[2], "DPUB")
         if command.body_error is not None:
             raise command.body_error
         return self._with_permission(client, "DPUB", "publish", topic_name, "", lambda: self._publish(
             client, topic_name, lambda: self.nsqd.publish(topic_name, [command.body], delay_ms / 1000), 1,
             errors.E_DPUB_FAILED, "DPUB"))
+
+    def _defer_ms(self, raw: bytes, name: str) -> int:
+        delay_ms = self._parse_ms(raw, f"{name} could not parse timeout")
+        max_ms = int(self.nsqd.options.max_req_timeout * 1000)
+        if delay_ms > max_ms:
+            raise _invalid(f"{name} timeout {delay_ms} out of range 0-{max_ms}")
+        return delay_ms
 
     def mpub(self, client: ClientV2, command) -> Awaitable[None] | None:
         if len(command.params) < 2:
@@ -514,6 +520,46 @@ class V2Protocol(asyncio.Protocol):
         return self._with_permission(client, "MPUB", "publish", name, "", lambda: self._publish(
             client, name, lambda: self.nsqd.publish_mpub(name, body, count), count, errors.E_MPUB_FAILED, "MPUB"))
 
+    def kpub(self, client: ClientV2, command) -> Awaitable[None] | None:
+        """Beyond NSQ: a PUB that may be repeated safely (protocol/keyed.py)."""
+        params = command.params
+        if len(params) < 3:
+            raise _invalid("KPUB insufficient number of parameters")
+        topic_name = self._topic_name(params[1], "KPUB")
+        if command.body_error is not None:
+            raise command.body_error
+        keys = [check_key("KPUB", params[2])]
+        return self._with_permission(client, "KPUB", "publish", topic_name, "", lambda: self._publish(
+            client, topic_name, lambda: self.nsqd.publish_keyed(topic_name, keys, [command.body]), 1,
+            errors.E_PUB_FAILED, "KPUB"))
+
+    def kdpub(self, client: ClientV2, command) -> Awaitable[None] | None:
+        """Beyond NSQ: a DPUB that may be repeated safely."""
+        params = command.params
+        if len(params) < 4:
+            raise _invalid("KDPUB insufficient number of parameters")
+        topic_name = self._topic_name(params[1], "KDPUB")
+        delay_ms = self._defer_ms(params[2], "KDPUB")
+        if command.body_error is not None:
+            raise command.body_error
+        keys = [check_key("KDPUB", params[3])]
+        return self._with_permission(client, "KDPUB", "publish", topic_name, "", lambda: self._publish(
+            client, topic_name, lambda: self.nsqd.publish_keyed(topic_name, keys, [command.body], delay_ms / 1000),
+            1, errors.E_DPUB_FAILED, "KDPUB"))
+
+    def kmpub(self, client: ClientV2, command) -> Awaitable[None] | None:
+        """Beyond NSQ: an MPUB whose every message may be repeated safely."""
+        if len(command.params) < 2:
+            raise _invalid("KMPUB insufficient number of parameters")
+        name = self._topic_name(command.params[1], "KMPUB")
+        if command.body_error is not None:
+            raise command.body_error
+        options = self.nsqd.options
+        keys, bodies = parse_kmpub_body(command.body, options.max_msg_size, options.max_body_size)
+        return self._with_permission(client, "KMPUB", "publish", name, "", lambda: self._publish(
+            client, name, lambda: self.nsqd.publish_keyed(name, keys, bodies), len(bodies), errors.E_MPUB_FAILED,
+            "KMPUB"))
+
     def _publish(self, client: ClientV2, topic_name: str, put, count: int, code: str,
                  name: str) -> Awaitable[None] | None:
         """``put()`` the ``count`` messages, then OK; nsqd's error for what refused them."""
@@ -521,20 +567,18 @@ class V2Protocol(asyncio.Protocol):
         if refused is not None:
             raise ProtocolError(code, f"{name} failed {refused}")
         try:
-            waiting_log = put()
+            waiting = put()
         except TopicExiting:
             raise ProtocolError(code, f"{name} failed exiting") from None
-        except QueueFull as error:
-            raise ProtocolError(code, f"{name} failed {error}") from None
-        except OSError as error:
+        except (QueueFull, KeysRefused, OSError) as error:
             raise ProtocolError(code, f"{name} failed {error}") from None
         client.pub_counts[topic_name] = client.pub_counts.get(topic_name, 0) + count
         replication = self.nsqd.replication
         acks = None if replication is None else replication.acks()
         if acks is None:
             client.send_frame(OK_FRAME)
-            if waiting_log is not None:
-                self.nsqd.answered_before_write(waiting_log, client, code, name)
+            if waiting:
+                self.nsqd.answered_before_write(waiting, client, code, name)
             return None
         return self._ok_once(client, acks, code, name, replication.check_answer)
 
@@ -606,6 +650,9 @@ _HANDLERS: Final = {
     b"PUB": V2Protocol.pub,
     b"DPUB": V2Protocol.dpub,
     b"MPUB": V2Protocol.mpub,
+    b"KPUB": V2Protocol.kpub,
+    b"KDPUB": V2Protocol.kdpub,
+    b"KMPUB": V2Protocol.kmpub,
 }
 
 #: a replicated nsqd also takes its peers' batches

@@ -11,6 +11,7 @@ and nothing is stored twice.
 from collections.abc import Collection
 from typing import Final
 
+from ..protocol.commands import encode_mpub_body
 from ..protocol.names import is_ephemeral
 from ..protocol.replication import EMPTIED, PAUSED, UNPAUSED
 from .batch import Batch
@@ -18,6 +19,7 @@ from .bounds import DepthLimit
 from .channel import Channel
 from .guid import GuidFactory
 from .message import Message
+from .publish_keys import PublishKeys
 from .queue import MessageQueue, MessagesLost
 from .replay import Replay
 
@@ -54,6 +56,9 @@ class Topic:
         self.retention_setting: float | None = None
         self.retention_bytes_setting: int | None = None
         self.topic_log = None if self.ephemeral or not self.retained else nsqd.open_topic_log(name)
+        # keyed publishes (publish_keys.py): opened by the first one
+        self.publish_key_window_setting: float | None = None
+        self.publish_keys: PublishKeys | None = None
 
     @property
     def depth(self) -> int:
@@ -107,6 +112,41 @@ class Topic:
         else:
             self._put_copies(self.channels.values(), messages)
         self._counted(bodies)
+
+    def publish_keyed(self, keys: list[bytes], bodies: list[bytes], timestamp: int, defer: float = 0.0) -> None:
+        """Queue the messages whose keys the topic does not remember
+        (publish_keys.py); a repeat is answered as the first was and queued
+        nowhere. Raises ``KeysRefused`` and what ``publish`` raises; a key is
+        remembered only once its message is queued."""
+        remembered = self.publish_keys
+        if remembered is None:
+            remembered = self.publish_keys = self.nsqd.open_publish_keys(self)
+        fresh = remembered.fresh(keys)
+        if not fresh:
+            return
+        if len(fresh) < len(keys):
+            keys = [keys[index] for index in fresh]
+            bodies = [bodies[index] for index in fresh]
+        if len(bodies) > 1 and not defer:  # queued as one buffer, as an MPUB is (batch.py)
+            self.publish_mpub(encode_mpub_body(bodies), len(bodies), timestamp)
+        else:
+            self.publish(bodies, timestamp, defer)
+        accepted = remembered.remember(keys)
+        replication = self.nsqd.replication
+        if replication is not None:
+            replication.keyed(self.name, self.publish_key_window, [(accepted, key) for key in keys])
+
+    def adopt_keys(self, keys) -> list[tuple[int, bytes]]:
+        """A dead node's keys for this topic (replication/takeover.py): a
+        repeat sent here is recognised as it was there. -> those kept."""
+        if self.publish_keys is None:
+            self.publish_keys = self.nsqd.open_publish_keys(self)
+        return self.publish_keys.adopt(keys)
+
+    @property
+    def publish_key_window(self) -> float:
+        setting = self.publish_key_window_setting
+        return self.nsqd.options.publish_key_window if setting is None else setting
 
     @staticmethod
     def _messages(ids: list[bytes], bodies: list[bytes], timestamp: int, defer: float) -> list[Message]:
@@ -430,6 +470,8 @@ class Topic:
             self.queue.close()
             if self.topic_log is not None:
                 self.nsqd.close_topic_log(self.topic_log)
+            if self.publish_keys is not None:
+                self.nsqd.close_publish_keys(self.publish_keys)
 
     def delete(self) -> None:
         self.exiting = True
@@ -439,3 +481,4 @@ class Topic:
         self.queue.delete()
         if self.topic_log is not None:
             self.topic_log.delete()
+        self.nsqd.delete_publish_keys(self)

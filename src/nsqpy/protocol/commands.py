@@ -1,7 +1,7 @@
 """V2 commands: the server-side reader and the client-side encoders.
 
-A command is ``NAME[ param]*\\n``; IDENTIFY, AUTH, PUB, DPUB and MPUB are
-followed by ``[int32 length][body]``.
+A command is ``NAME[ param]*\\n``; IDENTIFY, AUTH, PUB, DPUB and MPUB (and
+keyed.py's KPUB, KDPUB and KMPUB) are followed by ``[int32 length][body]``.
 """
 
 import json
@@ -57,7 +57,8 @@ def check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError
 # nsqd checks a body command's parameters before it reads the body; with
 # the wrong count, a bad topic name or a bad DPUB timeout it answers at once
 # (a fatal error), and no body is waited for.
-_BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1, b"REPL": 3}
+_BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1, b"REPL": 3,
+                               b"KPUB": 3, b"KMPUB": 2, b"KDPUB": 4}
 
 
 def _v2_body_checker(max_defer_ms: int, repl_allowed):
@@ -72,7 +73,7 @@ def _v2_body_checker(max_defer_ms: int, repl_allowed):
             return repl_allowed()
         if not is_valid_topic_name(params[1].decode("latin-1")):
             return False
-        if name == b"DPUB":
+        if name == b"DPUB" or name == b"KDPUB":
             try:
                 return parse_base10(params[2]) <= max_defer_ms
             except ValueError:
@@ -95,6 +96,12 @@ _TRUNCATED: Final = {
               (E_BAD_BODY, "AUTH failed to read body")),
     b"REPL": ((E_BAD_BODY, "REPL failed to read body size"),
               (E_BAD_BODY, "REPL failed to read body")),
+    b"KPUB": ((E_BAD_MESSAGE, "KPUB failed to read message body size"),
+              (E_BAD_MESSAGE, "KPUB failed to read message body")),
+    b"KDPUB": ((E_BAD_MESSAGE, "KDPUB failed to read message body size"),
+               (E_BAD_MESSAGE, "KDPUB failed to read message body")),
+    b"KMPUB": ((E_BAD_BODY, "KMPUB failed to read body size"),
+               (E_BAD_BODY, "KMPUB failed to read body")),
 }
 
 
@@ -127,6 +134,9 @@ def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_0
         b"PUB": (check_message_size, max_msg_size),
         b"DPUB": (check_message_size, max_msg_size),
         b"MPUB": (check_body_size, max_body_size),
+        b"KPUB": (check_message_size, max_msg_size),
+        b"KDPUB": (check_message_size, max_msg_size),
+        b"KMPUB": (check_body_size, max_body_size),
         b"IDENTIFY": (check_body_size, max_body_size),
         b"AUTH": (check_body_size, max_body_size),
     }

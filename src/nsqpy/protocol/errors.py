@@ -18,6 +18,7 @@ E_AUTH_FIRST = "E_AUTH_FIRST"
 E_FIN_FAILED = "E_FIN_FAILED"
 E_REQ_FAILED = "E_REQ_FAILED"
 E_TOUCH_FAILED = "E_TOUCH_FAILED"
+E_BAD_KEY = "E_BAD_KEY"  # beyond NSQ: a keyed publish's key (keyed.py)
 
 #: The only errors after which nsqd keeps the connection open: a consumer
 #: that raced a timeout must not lose its other in-flight messages.

@@ -29,6 +29,11 @@ A record is a kind byte, then its fields; names are ``[uint16 size][ascii]``:
   on as it came.
 - ``F`` messages done on a channel (finished, dead-lettered, expired):
   topic, channel, ``[uint32] count``, ``count`` ids.
+- ``K`` keys of keyed publishes the origin queued (protocol/keyed.py),
+  after their ``P`` record in the same batch: topic, ``[uint32]`` the
+  topic's window in ms, ``[uint32 count]`` and ``count`` times
+  ``[int64] accepted at (unix ms)[uint8 size][key]``, so that a survivor
+  that takes the origin over recognises a repeat sent to it.
 - ``C`` a channel exists; ``D`` a channel (or with an empty channel name,
   the topic) was deleted; ``E`` emptied; ``S`` paused; ``U`` unpaused:
   topic, channel. ``X`` (empty topic and channel): forget everything of
@@ -49,6 +54,7 @@ from .errors import ProtocolError
 
 PUBLISHED: Final = ord("P")
 DONE: Final = ord("F")
+KEYS: Final = ord("K")
 CHANNEL: Final = ord("C")
 DELETED: Final = ord("D")
 EMPTIED: Final = ord("E")
@@ -59,6 +65,7 @@ RESET: Final = ord("X")
 _NAME: Final = struct.Struct(">H")
 _PUB_HEAD: Final = struct.Struct(">qIH")
 _SIZE: Final = struct.Struct(">I")
+_KEY_HEAD: Final = struct.Struct(">qB")
 ID_SIZE: Final = 16
 NONCE_BYTES: Final = 16
 PROOF_HEX: Final = 32
@@ -77,6 +84,12 @@ class Done(NamedTuple):
     topic: str
     channel: str
     ids: tuple[bytes, ...]
+
+
+class Keyed(NamedTuple):
+    topic: str
+    window_ms: int
+    keys: tuple[tuple[int, bytes], ...]  # (accepted at, unix ms; key)
 
 
 class ChannelEvent(NamedTuple):
@@ -108,6 +121,22 @@ def published_record(topic: str, timestamp: int, defer_ms: int, ids: list[bytes]
 
 def done_record(topic: str, channel: str, ids: list[bytes]) -> bytes:
     return b"F" + _name(topic) + _name(channel) + _SIZE.pack(len(ids)) + b"".join(ids)
+
+
+def keys_record(topic: str, window_ms: int, keys: list[tuple[int, bytes]]) -> bytes:
+    parts = [b"K", _name(topic), _SIZE.pack(window_ms), _SIZE.pack(len(keys))]
+    for accepted, key in keys:
+        parts += (_KEY_HEAD.pack(accepted, len(key)), key)
+    return b"".join(parts)
+
+
+KEYS_PER_RECORD: Final = 50_000  # a record of held keys stays far below a batch's size
+
+
+def keys_records(topic: str, window_ms: int, keys: list[tuple[int, bytes]]) -> list[bytes]:
+    """Every key held for ``topic``, as records a batch can carry."""
+    return [keys_record(topic, window_ms, keys[start:start + KEYS_PER_RECORD])
+            for start in range(0, len(keys), KEYS_PER_RECORD)]
 
 
 def event_record(kind: int, topic: str, channel: str) -> bytes:
@@ -178,7 +207,7 @@ class _Cursor:
             raise ReplicationError("a name that is not ASCII") from None
 
 
-def read_records(payload: bytes) -> Iterator[Published | Done | ChannelEvent]:
+def read_records(payload: bytes) -> Iterator[Published | Done | Keyed | ChannelEvent]:
     """The records of one ``REPL`` payload, in order; raises
     ``ReplicationError`` at the first that does not parse."""
     cursor = _Cursor(payload)
@@ -202,6 +231,16 @@ def read_records(payload: bytes) -> Iterator[Published | Done | ChannelEvent]:
         elif kind == DONE:
             channel = cursor.name()
             yield Done(topic, channel, cursor.ids())
+        elif kind == KEYS:
+            (window_ms,) = cursor.unpack(_SIZE)
+            (count,) = cursor.unpack(_SIZE)
+            if count * (_KEY_HEAD.size + 1) > len(payload) - cursor.pos:
+                raise ReplicationError(f"{count} keys in a record of {len(payload) - cursor.pos} bytes")
+            keys = []
+            for _ in range(count):
+                accepted, size = cursor.unpack(_KEY_HEAD)
+                keys.append((accepted, cursor.take(size)))
+            yield Keyed(topic, window_ms, tuple(keys))
         elif kind in (CHANNEL, DELETED, EMPTIED, PAUSED, UNPAUSED, RESET):
             yield ChannelEvent(kind, topic, cursor.name())
         else:

@@ -23,7 +23,7 @@ class State(IntEnum):
 
 
 #: Commands valid in every state (a producer never subscribes).
-ANY_STATE = frozenset({b"NOP", b"PUB", b"MPUB", b"DPUB"})
+ANY_STATE = frozenset({b"NOP", b"PUB", b"MPUB", b"DPUB", b"KPUB", b"KMPUB", b"KDPUB"})
 
 #: The other commands: in which state each is valid, and the state it leads to.
 TRANSITIONS: dict[State, dict[bytes, State]] = {

@@ -21,7 +21,8 @@ from ...errors import StartupError
 from ...ratelog import RateLimitedLog
 from ...protocol.commands import encode_mpub_body
 from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, NotAMember, ReplicationError,
-                                     done_record, event_record, proves_membership, published_record, read_records)
+                                     done_record, event_record, keys_record, proves_membership, published_record,
+                                     read_records)
 from ..tls import peer_context
 from .departure_log import DepartureLog
 from .departures import Departures
@@ -440,7 +441,8 @@ class Replicator:
 
     async def _take_over(self, shadow: Shadow) -> None:
         key = (shadow.origin, shadow.epoch)
-        if not len(shadow):  # told of channels and outcomes only: another peer held the copies
+        if not len(shadow) and not shadow.keys_held():
+            # told of channels and outcomes only: another peer held the copies
             self._forget(shadow)
             return
         owner = await self.membership.claim(*key)
@@ -801,6 +803,16 @@ class Replicator:
             return  # no epoch to copy under (etcd not reached yet): fewer copies
         for link in self._ring:
             link.writer.add(record, count)
+
+    def keyed(self, topic: str, window: float, keys: list[tuple[int, bytes]]) -> None:
+        """Keys of keyed publishes queued on ``topic`` now, after their
+        messages' record: the successors keep them with the copies, so the
+        survivor that takes this node over recognises a repeat."""
+        if not self.epoch:
+            return
+        record = keys_record(topic, round(window * 1000), keys)
+        for link in self._ring:
+            link.writer.add(record)
 
     def done(self, topic: str, channel: str, message_id: bytes) -> None:
         """``channel`` is through with the message (finished, dead-lettered, expired)."""

@@ -15,15 +15,19 @@ are done with, and others not yet, gets a set of its own. Past
 ``memory_messages`` per topic (nsqd's ``--mem-queue-size``), the bodies of
 the oldest records go to disk (shadowspill.py); their ids, and which
 channels each is owed to, stay in memory.
+
+The keys of the origin's keyed publishes (``K`` records) are kept per
+topic for the origin's window, so that the survivor recognises a repeat
+of a publish the origin acknowledged.
 """
 
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Iterator
 
 from ...protocol.commands import encode_mpub_body
-from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, UNPAUSED, ChannelEvent, Done,
-                                     Published, event_record, published_record, split_bodies)
+from ...protocol.replication import (CHANNEL, DELETED, EMPTIED, PAUSED, RESET, UNPAUSED, ChannelEvent, Done, Keyed,
+                                     Published, event_record, keys_records, published_record, split_bodies)
 from .shadowspill import Spill
 
 
@@ -63,9 +67,12 @@ class Copies:
 
 
 class ShadowTopic:
-    __slots__ = ("channels", "paused", "messages", "_resolved", "_in_memory", "_in_memory_messages")
+    __slots__ = ("channels", "paused", "messages", "keys", "key_window_ms", "_resolved", "_in_memory",
+                 "_in_memory_messages")
 
     def __init__(self) -> None:
+        self.keys: OrderedDict[bytes, int] = OrderedDict()  # key -> accepted at (unix ms), oldest first
+        self.key_window_ms = 0
         self.channels: set[str] = set()
         self.paused: set[str] = set()  # paused at the origin: channel names, "" for the topic
         self.messages: dict[bytes, Copies] = {}  # id -> the record that holds it, in publish order
@@ -91,6 +98,22 @@ class ShadowTopic:
             elif owed is not None:
                 before = held.owed_by(message_id)
                 held.partly_done[message_id] = set(owed) if before is None else before | owed
+
+    def add_keys(self, record: Keyed) -> None:
+        self.key_window_ms = record.window_ms
+        keys = self.keys
+        for accepted, key in record.keys:
+            if key not in keys:
+                keys[key] = accepted
+        self.live_keys()
+
+    def live_keys(self) -> list[tuple[int, bytes]]:
+        """The keys still in the origin's window, with when each was accepted."""
+        horizon = round(time.time() * 1000) - self.key_window_ms
+        keys = self.keys
+        while keys and next(iter(keys.values())) <= horizon:
+            keys.popitem(last=False)
+        return [(accepted, key) for key, accepted in keys.items()]
 
     def spill(self, spill: Spill, memory_messages: int) -> None:
         """The bodies of the oldest records past ``memory_messages`` go to
@@ -210,6 +233,9 @@ class Shadow:
     def __len__(self) -> int:
         return sum(len(topic.messages) for topic in self.topics.values())
 
+    def keys_held(self) -> int:
+        return sum(len(topic.live_keys()) for topic in self.topics.values())
+
     def as_payload(self) -> bytes:
         """Records that rebuild this shadow: for a log rewritten (shadowlog.py)."""
         return b"".join(self.payload_slices())
@@ -225,6 +251,7 @@ class Shadow:
         for name, topic in self.topics.items():
             parts.extend(event_record(CHANNEL, name, channel) for channel in sorted(topic.channels))
             parts.extend(event_record(PAUSED, name, channel) for channel in sorted(topic.paused))
+            parts.extend(keys_records(name, topic.key_window_ms, topic.live_keys()))
             for copies, ids in topic.held_records():
                 record = copies.record
                 all_bodies = copies.bodies()
@@ -266,6 +293,8 @@ class Shadow:
                 topic = self.topics.get(record.topic)
                 if topic is not None:
                     topic.done(record.channel, record.ids)
+            elif isinstance(record, Keyed):
+                self._topic(record.topic).add_keys(record)
             else:
                 self._event(record, touched)
         for name in touched:

@@ -12,13 +12,14 @@ to what is written then. The records are made a slice at a time, as
 they are sent, so a backlog of millions never holds the event loop for
 long; a message finished meanwhile is told to the peer again after the
 last slice (Replicator), and a channel or topic deleted or emptied
-meanwhile is left out from then on (``forget``).
+meanwhile is left out from then on (``forget``). The keys of keyed
+publishes each topic holds come first, as ``K`` records.
 """
 
 from typing import Callable, Iterator
 
 from ...protocol.commands import encode_mpub_body
-from ...protocol.replication import published_record
+from ...protocol.replication import keys_records, published_record
 from ..message import Message
 from .shadow import SLICE, SLICE_BYTES
 
@@ -46,8 +47,9 @@ class Source:
 
 
 class Snapshot:
-    def __init__(self, sources: list[Source], clock: Callable[[], float]):
+    def __init__(self, sources: list[Source], clock: Callable[[], float], keys: list[bytes] = ()):
         self._sources = sources
+        self._keys = list(keys)  # K records
         self._clock = clock  # what a deferred message's due time is on
         self._forgotten: set[tuple[str, str | None]] = set()  # (topic, channel); (topic, "") for a whole topic
 
@@ -55,14 +57,17 @@ class Snapshot:
     def of(cls, nsqd) -> "Snapshot":
         """What ``nsqd`` holds now."""
         sources = []
+        keys = []
         for topic in list(nsqd.topics.values()):
+            if topic.publish_keys is not None:
+                keys += keys_records(topic.name, round(topic.publish_key_window * 1000), topic.publish_keys.held())
             waiting = [(m, 0.0) for m in topic.queue.in_memory()]
             sources.append(Source(topic.name, None, waiting, topic.queue.on_disk()))
             for channel in topic.channels.values():
                 held = [(m, 0.0) for m in channel.queue.in_memory() + channel.in_flight.messages()]
                 held += [(m, due) for due, _, m in channel.deferred]
                 sources.append(Source(topic.name, channel.name, held, channel.queue.on_disk()))
-        return cls(sources, nsqd.loop.time)  # deferred messages are due on the loop's clock
+        return cls(sources, nsqd.loop.time, keys)  # deferred messages are due on the loop's clock
 
     def forget(self, topic: str, channel: str | None, whole_topic: bool = False) -> None:
         """What is left of ``channel`` (None: the messages waiting in the
@@ -78,6 +83,12 @@ class Snapshot:
         parts: Slice = []
         count = size = 0
         try:
+            for record in self._keys:
+                parts.append((record, 0))
+                size += len(record)
+                if size >= SLICE_BYTES:
+                    yield parts
+                    parts, size = [], 0
             for source in self._sources:
                 for record, messages, body_bytes in self._records(source):
                     parts.append((record, messages))

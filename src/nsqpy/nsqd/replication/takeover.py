@@ -20,7 +20,8 @@ async def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[tuple[str, 
     added to it). ``replicate`` (topic, messages, channels) gives adopted
     copies to this node's own peers. In slices of ``SLICE``, so that a
     big backlog blocks nothing (the shadow must be this caller's alone
-    meanwhile). -> how many messages were adopted."""
+    meanwhile). The keys of the origin's keyed publishes come along
+    (``_adopt_keys``). -> how many messages were adopted."""
     adopted = 0
     for name, shadow_topic in shadow.topics.items():
         owed: list = []
@@ -37,11 +38,24 @@ async def adopt(nsqd, shadow: Shadow, replicate, adopted_before: set[tuple[str, 
                     owed, size = [], 0
                     await asyncio.sleep(0)
             adopted += _adopt_slice(nsqd, name, owed, replicate, adopted_before)
+            _adopt_keys(nsqd, name, shadow_topic)
         except (TopicExiting, QueueFull, OSError) as error:
             left = sum(1 for entry in shadow_topic.owed() if (name, entry[0]) not in adopted_before)
             nsqd.log.error("REPLICATION: TOPIC(%s): %d messages of %s epoch %d could not be taken over: %s",
                            name, left, shadow.origin, shadow.epoch, error or "exiting")
     return adopted
+
+
+def _adopt_keys(nsqd, name: str, shadow_topic) -> None:
+    """The origin's keys for the topic, once its messages are here (a key
+    without its message would turn a retry into a loss), replicated on."""
+    live = shadow_topic.live_keys()
+    if not live:
+        return
+    topic = nsqd.get_topic(name)
+    kept = topic.adopt_keys(live)
+    if kept and nsqd.replication is not None:
+        nsqd.replication.keyed(name, topic.publish_key_window, kept)
 
 
 def _prepare_topic(nsqd, name: str, shadow_topic) -> None:
