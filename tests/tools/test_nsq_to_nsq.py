@@ -3,6 +3,9 @@ destination acknowledged."""
 
 import json
 
+import pytest
+
+from tests.support.proxy import Proxy
 from tests.tools.helpers import channel_stats, create_channel, drain, eventually, publish
 
 FAST_RETRY = ["--consumer-opt=default_requeue_delay,100ms", "--consumer-opt=backoff_multiplier,10ms",
@@ -80,3 +83,32 @@ def test_a_refusing_destination_keeps_the_message_at_the_source(start_nsqd, topi
     assert sorted(drain(destination, topic, "c")) == [b"small 1", b"small 2"]
     assert drain(source, topic, "nsq_to_nsq") == [b"x" * 500]
     assert b"Traceback" not in tool.stderr
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["publish-keys", "unkeyed"])
+def test_killed_between_the_destinations_ok_and_the_source_fin(start_nsqd, topic, start_tool, keyed):
+    """The FINs never reach the source (held by a proxy), nsq_to_nsq is
+    killed -9, and a new one republishes what the source delivers again:
+    with --publish-keys the destination queues each message once."""
+    source, destination = start_nsqd(), start_nsqd()
+    create_channel(destination, topic, "c")
+    create_channel(source, topic, "nsq_to_nsq")
+    bodies = [b"m%d" % i for i in range(100)]
+    keys_flag = ["--publish-keys"] if keyed else []
+    with Proxy(*source.tcp_hostport) as proxy:
+        first = start_tool("nsq_to_nsq", f"--topic={topic}", f"--nsqd-tcp-address={proxy.address}",
+                           f"--destination-nsqd-tcp-address={destination.tcp_address}", *keys_flag)
+        eventually(lambda: channel_stats(source, topic, "nsq_to_nsq")["clients"])
+        eventually(lambda: channel_stats(source, topic, "nsq_to_nsq")["clients"][0]["ready_count"] > 0)
+        proxy.hold_requests()
+        publish(source, topic, bodies)
+        eventually(lambda: channel_stats(destination, topic, "c")["depth"] == len(bodies))
+        first.kill()
+    start_tool("nsq_to_nsq", f"--topic={topic}", f"--nsqd-tcp-address={source.tcp_address}",
+               f"--destination-nsqd-tcp-address={destination.tcp_address}", *keys_flag)
+    settled_source(source, topic, len(bodies))
+    received = drain(destination, topic, "c")
+    if keyed:
+        assert sorted(received) == sorted(bodies)
+    else:  # NSQ's at-least-once, which the keys take away
+        assert sorted(received) == sorted(bodies * 2)

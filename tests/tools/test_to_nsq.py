@@ -55,3 +55,20 @@ def test_sigterm_publishes_what_was_read_and_exits(nsqd, topic, start_tool):
     eventually(lambda: channel_stats(nsqd, topic, "c").get("depth") == 2)
     assert tool.stop() == 0  # stdin still open: the signal ends it
     assert drain(nsqd, topic, "c") == [b"one", b"two"]
+
+
+def test_a_rerun_with_the_same_key_prefix_queues_only_what_the_last_run_had_not(nsqd, topic):
+    create_channel(nsqd, topic, "c")
+    records = [b"record %d" % i for i in range(300)]
+    for stdin in (b"\n".join(records[:200]), b"\n".join(records)):  # the first run stopped after 200
+        result = run_tool("to_nsq", f"--topic={topic}", f"--nsqd-tcp-address={nsqd.tcp_address}",
+                          "--key-prefix=load-2026-11-29", stdin=stdin)
+        assert result.returncode == 0, result.stderr.decode()
+    assert drain(nsqd, topic, "c") == records
+
+
+def test_a_bad_key_prefix_is_one_line(nsqd, topic):
+    result = run_tool("to_nsq", f"--topic={topic}", f"--nsqd-tcp-address={nsqd.tcp_address}",
+                      "--key-prefix=has space", stdin=b"x")
+    assert result.returncode != 0
+    assert b"--key-prefix must be at most 100 printable ASCII characters without spaces" in result.stderr

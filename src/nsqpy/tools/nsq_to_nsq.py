@@ -10,6 +10,13 @@ destination that is down, even at start, is waited for as NSQ's tool waits:
 the messages stay at the source and flow once it answers. With JSON
 filters, a body that is not a JSON object is dropped with an error line, as
 NSQ's tool drops it, but one such line per ten seconds at most.
+
+With ``--publish-keys`` each message is published keyed by where it came
+from (its topic and id: protocol/keyed.py; an id is unique to its nsqd's
+``--node-id``, and a replicated survivor delivers a dead node's messages
+with their ids), so a message published again after a crash between the
+destination's OK and the source's FIN, or after its FIN was lost, is
+queued once at the destination.
 """
 
 import asyncio
@@ -50,11 +57,22 @@ class NsqToNsqOptions(SourceOptions):
                                               "times)", flag="whitelist-json-field")
     producer_opts: list[str] = option([], "option to passthrough to nsq.Producer, name,value (may be given "
                                       "multiple times, go-nsq's Config names)", flag="producer-opt")
+    publish_keys: bool = option(False, "beyond NSQ: publish each message keyed by its source topic and id (KPUB, "
+                                "KMPUB), so one republished after a crash or a lost FIN is queued once at the "
+                                "destination (an nsqpy nsqd) within its --publish-key-window")
+
+
+def source_key(message, source_topic: str) -> str:
+    """What makes a consumed message unique, whichever way it was reached:
+    its topic and its id (which carries its nsqd's node id)."""
+    return f"{source_topic}/{message.id.decode('ascii')}"
 
 
 class Forwarder:
-    def __init__(self, destinations: Destinations, json_filter: JsonFilter, status_every: int, log):
+    def __init__(self, destinations: Destinations, json_filter: JsonFilter, status_every: int, log,
+                 publish_keys: bool = False):
         self.destinations = destinations
+        self.publish_keys = publish_keys
         self.json_filter = json_filter
         self.log = log
         self._undecodable = RateLimitedLog(log)
@@ -62,7 +80,7 @@ class Forwarder:
         self._per_destination = {address: StatusEvery(status_every, f"[{address}]:", log)
                                  for address in destinations.addresses}
         self.consumers: dict[str, Consumer] = {}  # by source topic
-        self._pending: dict[tuple[str, str], list] = {}  # (source, destination topic) -> [(message, body)]
+        self._pending: dict[tuple[str, str], list] = {}  # (source, destination topic) -> [(message, body, key)]
         self._scheduled = False
         self._tasks: set[asyncio.Task] = set()
 
@@ -83,7 +101,8 @@ class Forwarder:
                     message.requeue()
                     return
             message.disable_auto_response()
-            self._pending.setdefault((source_topic, destination_topic), []).append((message, body))
+            key = source_key(message, source_topic) if self.publish_keys else None
+            self._pending.setdefault((source_topic, destination_topic), []).append((message, body, key))
             if not self._scheduled:
                 self._scheduled = True
                 asyncio.get_running_loop().call_soon(self._flush)
@@ -98,7 +117,7 @@ class Forwarder:
             # a share per destination, so --mode spreads even one turn's messages
             share = -(-len(items) // self.destinations.shares)
             start, size = 0, 0
-            for index, (_, body) in enumerate(items):
+            for index, (_, body, _) in enumerate(items):
                 size += len(body)
                 if index > start and (size > BATCH_BYTES or index - start == share):
                     self._spawn(consumer, topic, items[start:index])
@@ -111,10 +130,11 @@ class Forwarder:
         task.add_done_callback(self._tasks.discard)
 
     async def _forward(self, consumer: Consumer, topic: str, items: list) -> None:
-        messages = [message for message, _ in items]
+        messages = [message for message, _, _ in items]
         started = time.monotonic()
+        keys = [key for _, _, key in items] if self.publish_keys else None
         try:
-            address = await self.destinations.publish(topic, [body for _, body in items])
+            address = await self.destinations.publish(topic, [body for _, body, _ in items], keys)
         except ProtocolError as error:
             if len(items) > 1:
                 for item in items:
@@ -157,7 +177,8 @@ async def run(options: NsqToNsqOptions, stop: asyncio.Event, log) -> int:
     destinations = Destinations(options.destination_nsqd_tcp_addresses,
                                 client_config(agent, "producer-opt", options.producer_opts), options.mode)
     forwarder = Forwarder(destinations, JsonFilter(options.require_json_field, options.require_json_value,
-                                                   options.whitelist_json_fields), options.status_every, log)
+                                                   options.whitelist_json_fields), options.status_every, log,
+                          options.publish_keys)
     for topic in options.topics:
         handler = forwarder.handler(topic, options.destination_topic or topic)
         forwarder.consumers[topic] = Consumer(topic, options.channel, handler, config=consumer_config)

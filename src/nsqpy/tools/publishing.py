@@ -55,13 +55,18 @@ class Destinations:
         if problems:
             raise ToolError(problems[0])
 
-    async def publish(self, topic: str, bodies: list[bytes]) -> str:
+    async def publish(self, topic: str, bodies: list[bytes], keys: list[str] | None = None) -> str:
         """All of ``bodies`` (PUB for one, MPUB for more: nsqd takes all or
-        none) to the destination ``--mode`` picks, or to every destination.
-        Returns where they went; raises one of ``PUBLISH_ERRORS``."""
+        none; with ``keys``, keyed: KPUB, KMPUB) to the destination ``--mode``
+        picks, or to every destination. Returns where they went; raises one
+        of ``PUBLISH_ERRORS``."""
+        if keys is None:
+            if len(bodies) == 1:
+                return await self._producer.publish(topic, bodies[0])
+            return await self._producer.multi_publish(topic, bodies)
         if len(bodies) == 1:
-            return await self._producer.publish(topic, bodies[0])
-        return await self._producer.multi_publish(topic, bodies)
+            return await self._producer.publish(topic, bodies[0], key=keys[0])
+        return await self._producer.multi_publish(topic, bodies, keys=keys)
 
     async def close(self) -> None:
         await self._producer.close()

@@ -5,6 +5,11 @@ Records are published in MPUB batches of what one read brought (NSQ's tool
 publishes them one PUB at a time; the messages and their order are the
 same), with a few batches in flight. ``--rate`` throttles to N a second.
 EOF or SIGINT/SIGTERM: whatever was read is published, then exit.
+
+With ``--key-prefix=RUN`` each record is published keyed ``RUN:<n>``, its
+number among the input's records from 0 (protocol/keyed.py): a rerun with
+the same prefix and input after a failure queues only the records the
+failed run had not, within the destination's window.
 """
 
 import asyncio
@@ -14,6 +19,7 @@ import threading
 import time
 
 from ..options import option
+from ..protocol.keyed import key_problem
 from ..protocol.names import is_valid_topic_name
 from .app import ToolError, UsageError, user_agent
 from .clientopts import client_config
@@ -34,6 +40,12 @@ class ToNsqOptions:
     rate: int = option(0, "Throttle messages to n/second. 0 to disable")
     producer_opts: list[str] = option([], "option to passthrough to nsq.Producer, name,value (may be given "
                                       "multiple times, go-nsq's Config names)", flag="producer-opt")
+    key_prefix: str = option("", "beyond NSQ: publish each record keyed <prefix>:<its number in the input, from "
+                             "0> (KPUB, KMPUB), so a rerun with the same prefix and input queues only what the "
+                             "last run had not (an nsqpy nsqd, within its --publish-key-window)")
+
+
+MAX_PREFIX = 100  # and a record's number after it: a key stays within 128 bytes
 
 
 class Throttle:
@@ -77,19 +89,23 @@ def read_chunks(fd: int, loop: asyncio.AbstractEventLoop) -> asyncio.Queue:
 
 
 def batches(records: list[bytes]):
+    """``(start, end)`` of each batch of ``records``."""
     start, size = 0, 0
     for index, record in enumerate(records):
         size += len(record)
         if size > BATCH_BYTES and index > start:
-            yield records[start:index]
+            yield start, index
             start, size = index, len(record)
     if start < len(records):
-        yield records[start:]
+        yield start, len(records)
 
 
 class StdinPublisher:
-    def __init__(self, destinations: Destinations, topic: str, delimiter: bytes, throttle: Throttle | None):
+    def __init__(self, destinations: Destinations, topic: str, delimiter: bytes, throttle: Throttle | None,
+                 key_prefix: str = ""):
         self.destinations = destinations
+        self.key_prefix = key_prefix
+        self.numbered = 0  # records given a number (a key) so far
         self.topic = topic
         self.delimiter = delimiter
         self.throttle = throttle
@@ -114,16 +130,21 @@ class StdinPublisher:
     async def publish(self, records: list[bytes]) -> None:
         while records and self.failure is None:
             count = await self.throttle.take(len(records)) if self.throttle else len(records)
-            for batch in batches(records[:count]):
+            taken = records[:count]
+            first = self.numbered
+            self.numbered += count
+            for start, end in batches(taken):
+                keys = ([f"{self.key_prefix}:{first + n}" for n in range(start, end)] if self.key_prefix
+                        else None)
                 await self._slots.acquire()
-                task = asyncio.get_running_loop().create_task(self._send(batch))
+                task = asyncio.get_running_loop().create_task(self._send(taken[start:end], keys))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             records = records[count:]
 
-    async def _send(self, batch: list[bytes]) -> None:
+    async def _send(self, batch: list[bytes], keys: list[str] | None) -> None:
         try:
-            await self.destinations.publish(self.topic, batch)
+            await self.destinations.publish(self.topic, batch, keys)
             self.published += len(batch)
         except PUBLISH_ERRORS as error:
             self.failure = self.failure or str(error) or type(error).__name__
@@ -147,6 +168,10 @@ async def run(options: ToNsqOptions, stop: asyncio.Event, log) -> int:
         raise ToolError("--nsqd-tcp-address required")
     if options.rate < 0:
         raise ToolError(f"--rate must not be negative (got {options.rate})")
+    problem = key_problem(f"{options.key_prefix}:0".encode("utf-8")) if options.key_prefix else None
+    if problem is not None or len(options.key_prefix) > MAX_PREFIX:
+        raise ToolError(f"--key-prefix must be at most {MAX_PREFIX} printable ASCII characters without spaces "
+                        f"(got {options.key_prefix!r})")
     config = client_config(user_agent("to_nsq"), "producer-opt", options.producer_opts)
     destinations = Destinations(options.nsqd_tcp_addresses, config)
     try:
@@ -154,7 +179,7 @@ async def run(options: ToNsqOptions, stop: asyncio.Event, log) -> int:
         if options.rate:
             log.info("Throttling messages rate to max:%d/second", options.rate)
         publisher = StdinPublisher(destinations, options.topic, delimiter,
-                                   Throttle(options.rate) if options.rate else None)
+                                   Throttle(options.rate) if options.rate else None, options.key_prefix)
         pumping = asyncio.ensure_future(publisher.pump(read_chunks(0, asyncio.get_running_loop())))
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait([pumping, stopping], return_when=asyncio.FIRST_COMPLETED)
