@@ -53,7 +53,8 @@ def test_the_spark_snippets_run_as_printed_in_order(start_nsqd, start_lookupd, t
     nsqd = start_nsqd(f"--lookupd-tcp-address={lookupd.tcp_address}")
     addresses = {"127.0.0.1:4161": lookupd.http_address, "127.0.0.1:4150": nsqd.tcp_address,
                  "127.0.0.1:4151": nsqd.http_address, ".venv/bin/": os.path.dirname(sys.executable) + "/"}
-    python = [block for block in blocks("python") if CONNECT not in block and '"clicks"' not in block]
+    python = [block for block in blocks("python")
+              if CONNECT not in block and '"clicks"' not in block and '"words"' not in block]
     read_and_write, read_archive = "".join(python[:2]), python[2]
     # what the section says to do first: nsq_to_parquet's channel exists before messages arrive
     assert http("POST", f"{nsqd.http_url}/topic/create?topic=events")[0] == 200
@@ -81,3 +82,16 @@ def test_the_log_reader_snippet_runs_as_printed(start_nsqd, start_lookupd, tmp_p
     printed = run(snippet, tmp_path, addresses)
     assert "50 clicks in the last 24 hours" in printed and "50 clicks archived" in printed
 
+
+
+def test_the_keyed_sink_snippet_runs_as_printed_and_twice_publishes_once(start_nsqd, tmp_path):
+    """Run twice (the second run as a rerun after a failure would be), its
+    keys leave each message once on every topic it writes."""
+    nsqd = start_nsqd()
+    addresses = {"127.0.0.1:4150": nsqd.tcp_address, "127.0.0.1:4151": nsqd.http_address}
+    (snippet,) = [block for block in blocks("python") if '"words"' in block]
+    for _ in range(2):
+        run(snippet, tmp_path, addresses)
+    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json")
+    counts = {topic["topic_name"]: topic["message_count"] for topic in stats["topics"]}
+    assert counts == {"words": 100, "shouts": 100, "orders": 1}

@@ -218,7 +218,10 @@ class SinkOptions:
     mpub_max_bytes: int  # below nsqd's --max-body-size (5 MiB by default)
     publish_timeout: float
     dedup_key: bool
-    batch_id: int  # for a batch (not streaming) write with dedup_key
+    batch_id: int  # for a batch (not streaming) write with dedup_key or publish_keys
+    publish_keys: bool  # keyed publishes (protocol/keyed.py), keys derived (sink.py)
+    key_column: str  # keyed publishes, each row's key from this column
+    key_prefix: str  # what derived keys start with (a streaming write: its query id)
     config: Config
 
     @classmethod
@@ -234,5 +237,8 @@ class SinkOptions:
             publish_timeout=_number(options, "publish_timeout", 30.0),
             dedup_key=_convert("dedup_key", bool, options.get("dedup_key", "false")),
             batch_id=_number(options, "batch_id", 0, int),
+            publish_keys=_convert("publish_keys", bool, options.get("publish_keys", "false")),
+            key_column=options.get("key_column", ""),
+            key_prefix=options.get("key_prefix", ""),
             config=client_config(options),
         )
