@@ -58,6 +58,16 @@ def remove_stale_cursors(topic) -> None:
             os.remove(os.path.join(topic_log.directory, file_name))
 
 
+def has_saved_place(topic_log, channel_name: str) -> bool:
+    """Whether ``channel_name`` has its place in the log saved: a replay
+    it was in, or its cursor (durable mode). A channel nsqd.dat lists with
+    one had taken the topic's backlog before nsqd stopped."""
+    from ..topiclog.cursor import cursor_files
+
+    return (os.path.exists(os.path.join(topic_log.directory, channel_name + CURSOR_SUFFIX))
+            or os.path.exists(cursor_files(topic_log.directory, channel_name)[0]))
+
+
 def chunk_messages(chunk) -> list[Message]:
     """A log chunk's records as messages, with their original ids,
     timestamps and offsets."""

@@ -429,6 +429,11 @@ class NSQD:
     def open_topic_log(self, topic_name: str):
         return retention.open_topic_log(self, topic_name)
 
+    @property
+    def loading(self) -> bool:
+        """Topics and channels are being made from nsqd.dat (at start)."""
+        return self._loading
+
     def open_publish_keys(self, topic) -> PublishKeys:
         """A topic's keys (publish_keys.py), loaded from its file; written
         at the end of each turn with the disk queues' acknowledgements."""

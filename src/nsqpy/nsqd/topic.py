@@ -21,7 +21,7 @@ from .guid import GuidFactory
 from .message import Message
 from .publish_keys import PublishKeys
 from .queue import MessageQueue, MessagesLost
-from .replay import Replay
+from .replay import Replay, has_saved_place
 
 DRAIN_CHUNK: Final = 1000
 
@@ -406,11 +406,15 @@ class Topic:
                                                self.nsqd.options.full_policy),
                               timed=self.nsqd.timed_channels, replication=self.nsqd.replication)
             self.channels[name] = channel
-            self.nsqd.read_log(self, channel)
             topic_log = self.topic_log
+            took_it = topic_log is not None and self.nsqd.loading and has_saved_place(topic_log, name)
+            self.nsqd.read_log(self, channel)
             if topic_log is not None and topic_log.backlog_from is not None:  # the first channel takes the backlog
-                Replay.start(channel, topic_log.backlog_from)
-                self._forget_backlog_once_listed(channel)
+                if took_it:  # nsqd.dat lists it, and its place in the log is saved: nsqd died before the marker went
+                    topic_log.take_backlog()
+                else:
+                    Replay.start(channel, topic_log.backlog_from)
+                    self._forget_backlog_once_listed(channel)
             self.nsqd.notify_changed(self, channel)
             self._schedule_drain()
         return channel
@@ -449,9 +453,17 @@ class Topic:
         self._tell_peers(UNPAUSED)
 
     def empty(self) -> None:
+        """What the topic holds and has not given its channels yet is
+        dropped, as NSQ empties its topic's queue: its own queue, the
+        backlog its log keeps for a first channel, and what a paused
+        topic holds back from the channels that read its log."""
         self.queue.clear()
-        if self.topic_log is not None:
-            self.topic_log.take_backlog()
+        topic_log = self.topic_log
+        if topic_log is not None:
+            topic_log.take_backlog()
+            for channel in self.channels.values():
+                if channel.cursor is not None:
+                    channel.cursor.skip_held(topic_log.latest)
         self._tell_peers(EMPTIED)
 
     def _tell_peers(self, kind: int) -> None:

@@ -62,13 +62,16 @@ def cursor_files(directory: str, channel: str) -> tuple[str, str]:
     return os.path.join(directory, channel + CURSOR_SUFFIX), os.path.join(directory, channel + JOURNAL_SUFFIX)
 
 
-def _read_meta(path: str) -> tuple[int, int, int, int]:
-    """(durable position, live_from, end, record being moved or -1) of a
-    cursor's meta file (``CursorQueue._write_meta``). Raises ``OSError`` or
-    ``ValueError``."""
+def _read_meta(path: str) -> tuple[int, int, int, int, list[tuple[int, int]]]:
+    """(durable position, live_from, end, record being moved or -1, ranges
+    to skip) of a cursor's meta file (``CursorQueue._write_meta``). Raises
+    ``OSError`` or ``ValueError``."""
     with open(path, "rb") as f:
-        position, live_from, end, moving = (int(field) for field in f.read().split())
-    return position, live_from, end, moving
+        fields = [int(field) for field in f.read().split()]
+    position, live_from, end, moving, *bounds = fields
+    if len(bounds) % 2:
+        raise ValueError(f"{path}: a skipped range without its end")
+    return position, live_from, end, moving, list(zip(bounds[::2], bounds[1::2]))
 
 
 def _position(meta_position: int, loaded) -> int:
@@ -83,7 +86,7 @@ def saved_position(directory: str, channel: str) -> tuple[int, int] | None:
     read: those records come again (at least once)."""
     meta, journal = cursor_files(directory, channel)
     try:
-        position, live_from, _, _ = _read_meta(meta)
+        position, live_from = _read_meta(meta)[:2]
     except (OSError, ValueError):
         return None
     return _position(position, Journal(journal).load()), live_from
@@ -132,7 +135,10 @@ class CursorQueue:
         self._unsynced_ops = 0
         self.deferred_ahead = 0  # deferred publishes between the read offset and the end (skipped)
         self._moving: tuple[int, int] | None = None  # (LOG, offset) of a log record being dead-lettered
-        self._written_fields: tuple[int, int] = (-1, -1)
+        # offset ranges the topic dropped while holding the cursor back (an
+        # empty of a paused topic), in order, past the read offset
+        self._skipped: list[tuple[int, int]] = []
+        self._written_fields: tuple = ()
         self._closed = False
         if os.path.exists(self.meta_path):
             self._load()
@@ -148,7 +154,9 @@ class CursorQueue:
     @property
     def depth(self) -> int:
         log_records = (self.end - self.read_offset + len(self._buffer) - len(self._acked_before)
-                       - self.deferred_ahead)  # never too low: a dispatch stops at 0
+                       - self.deferred_ahead
+                       - sum(max(0, stop - max(start, self.read_offset)) for start, stop in self._skipped))
+        # never too low: a dispatch stops at 0
         return max(log_records, 0) + len(self._again) + self.side.depth
 
     @property
@@ -194,12 +202,29 @@ class CursorQueue:
         self.read_offset = offset
         self.live_from = live_from
         self.deferred_ahead = 0
+        self._skipped.clear()  # a rewind reads everything from its offset again
         self._write_meta()
         self._flushed_position = self.durable_position
 
     def hold(self) -> None:
         """The topic stops handing messages out (paused): where the cursor's
         end is, kept for a restart that finds the topic paused."""
+        self._write_meta()
+
+    def skip_held(self, latest: int) -> None:
+        """The topic was emptied while it held the cursor back: the records
+        from its end to ``latest`` are not the channel's (they were the
+        topic's, as NSQ's paused topic keeps them in its own queue), so the
+        cursor passes over them; what it had of its own before them stays."""
+        if latest <= self.end:
+            return
+        if self._skipped and self._skipped[-1][1] == self.end:
+            self._skipped[-1] = (self._skipped[-1][0], latest)
+        else:
+            self._skipped.append((self.end, latest))
+        if self.read_offset == self.end and not self._buffer:
+            self._jump_to(latest)
+        self.end = latest
         self._write_meta()
 
     # --- the calls of a MessageQueue ------------------------------------------------------
@@ -369,6 +394,7 @@ class CursorQueue:
         self._moving = None
         self.read_offset = self.end
         self.deferred_ahead = 0
+        self._skipped.clear()
         self._write_meta()  # before the journal goes: a crash in between keeps the new position
         self._journal.remove()
         self._flushed_position = self.durable_position
@@ -402,6 +428,10 @@ class CursorQueue:
         buffer = self._buffer
         while not buffer and self.read_offset < min(self.end, self.topic_log.latest):
             before = self.read_offset
+            skipped_to = self._skipped_to(self.read_offset)
+            if skipped_to is not None:
+                self._jump_to(skipped_to)
+                continue
             self._read_ahead()
             if self.read_offset == before:  # a read that failed: the next look tries again
                 break
@@ -423,8 +453,9 @@ class CursorQueue:
             self.log.warning("CURSOR(%s): offsets %d to %d were removed by retention before it read them",
                              self.name, self.read_offset, topic_log.earliest - 1)
             self._jump_to(topic_log.earliest)
+        stop = min(self.end, topic_log.latest, *(start for start, _ in self._skipped if start > self.read_offset))
         try:
-            chunks, next_offset = topic_log.records(self.read_offset, min(self.end, topic_log.latest), READ_BYTES)
+            chunks, next_offset = topic_log.records(self.read_offset, stop, READ_BYTES)
         except CorruptChunk as error:
             skipped_to = topic_log.segment_end(self.read_offset)
             self.log.error("CURSOR(%s): offsets %d to %d skipped: %s", self.name, self.read_offset,
@@ -473,6 +504,13 @@ class CursorQueue:
                 self._buffer.append((sequence, offset, record))
                 self.read_offset = offset + 1
         self.read_offset = next_offset
+
+    def _skipped_to(self, offset: int) -> int | None:
+        """Where reading goes on when ``offset`` lies in a skipped range."""
+        for start, stop in self._skipped:
+            if start <= offset < stop:
+                return stop
+        return None
 
     def _jump_to(self, offset: int) -> None:
         """Reading goes on from ``offset`` (what lay before it is gone): what
@@ -559,18 +597,26 @@ class CursorQueue:
         self._journaled_delivered_to = delivered_to
         self._flushed_position = -1  # the next flush says the position again
 
-    def _meta_fields(self) -> tuple[int, int]:
-        return self.live_from, -1 if self._moving is None else self._moving[1]
+    def _meta_fields(self) -> tuple:
+        """What the meta file says beside the position. A skipped range
+        stays in it until the durable position, where a restart reads
+        again, has passed it."""
+        position = self.durable_position
+        self._skipped = [pair for pair in self._skipped if pair[1] > position]
+        return self.live_from, -1 if self._moving is None else self._moving[1], tuple(self._skipped)
 
     def _write_meta(self) -> None:
-        """``<durable position> <live_from> <end> <record being moved or -1>``, durably."""
-        live_from, moving = fields = self._meta_fields()
-        write_atomically(self.meta_path, b"%d %d %d %d\n" % (self.durable_position, live_from, self.end, moving))
+        """``<durable position> <live_from> <end> <record being moved or -1>``
+        and each range to skip (``<start> <stop>``), durably."""
+        live_from, moving, skipped = fields = self._meta_fields()
+        bounds = b"".join(b" %d %d" % pair for pair in skipped)
+        write_atomically(self.meta_path, b"%d %d %d %d%s\n" % (self.durable_position, live_from, self.end, moving,
+                                                               bounds))
         self._written_fields = fields
 
     def _load(self) -> None:
         """The cursor's files as a crash or a stop left them."""
-        meta_position, self.live_from, end, moving = _read_meta(self.meta_path)
+        meta_position, self.live_from, end, moving, skipped = _read_meta(self.meta_path)
         loaded = self._journal.load()
         read_to = _position(meta_position, loaded)
         latest = self.topic_log.latest
@@ -595,6 +641,7 @@ class CursorQueue:
             self._delivered_to = self._journaled_delivered_to = loaded.delivered_to[1]
         if moving >= read_to and moving not in self._acked_before:
             self._moving = (LOG, moving)
+        self._skipped = [(max(start, read_to), stop) for start, stop in skipped if stop > read_to]
         self._written_fields = self._meta_fields()
         if loaded.read_to is not None:  # the meta file takes the position over, the journal shrinks
             self._compact()
