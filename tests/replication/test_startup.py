@@ -163,3 +163,14 @@ def test_a_member_that_never_answers_holds_a_publish_no_longer_than_a_lease(repl
         node.wait_for_log(f"peer {name} has not answered for 3s: closing its link")
         for conn in accepted:
             conn.close()
+
+
+def test_a_topic_made_retained_unreplicated_is_refused_at_a_replicated_start(tmp_path, topic):
+    """As retention.md says: the combination is refused in one line at start,
+    not only over /topic/config."""
+    with nsqd_process(str(tmp_path)) as unreplicated:
+        assert http("POST", f"{unreplicated.http_url}/topic/create?topic={topic}")[0] == 200
+        assert http("POST", f"{unreplicated.http_url}/topic/config?topic={topic}&retention=24h")[0] == 200
+    line = nsqd_exits(tmp_path, "--replication-factor=2", "--etcd-endpoint=http://127.0.0.1:1",
+                      "--replication-secret-in-etcd")
+    assert f"topic {topic} is retained (nsqd.dat) and --replication-factor is above 1" in line

@@ -272,6 +272,8 @@ class NSQD:
             entries = metadata.read(self.data_path, self.log)
         except ValueError as error:
             raise StartupError(str(error)) from None
+        if self.options.replication_factor > 1:
+            _refuse_retained_topics(entries)
         self._loading = True
         try:
             for topic_name, paused, expiry_settings, retention_settings, topic_limit, key_window, channels in entries:
@@ -634,3 +636,15 @@ class NSQD:
                         except OSError as error:
                             self.health_error = str(error)
                             self.log.error("DISKQUEUE(%s): sync failed: %s", disk.name, error)
+
+
+def _refuse_retained_topics(entries) -> None:
+    """A topic made retained without replication (nsqd.dat says so) cannot
+    start replicated: its log is not copied to peers, so a takeover would
+    lose what only the log holds."""
+    for topic_name, _, _, retention_settings, *_ in entries:
+        if retention_settings["seconds"] or retention_settings["max_bytes"]:
+            raise StartupError(f"topic {topic_name} is retained (nsqd.dat) and --replication-factor is above 1: a "
+                               "retained topic's log is not replicated yet; turn its retention off without "
+                               f"--replication-factor (POST /topic/config?topic={topic_name}&retention=0&"
+                               "retention_bytes=0) or start this data dir unreplicated")
