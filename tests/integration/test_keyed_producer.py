@@ -72,3 +72,38 @@ def test_a_key_sent_to_nsqs_own_nsqd_is_an_error(tmp_path, topic):
 
     with nsqd_process(str(tmp_path), executable=str(GO_NSQD)) as go_nsqd:
         asyncio.run(asyncio.wait_for(main(go_nsqd.tcp_address), 30))
+
+
+def test_keyed_publishes_through_a_kill_9_of_nsqd_in_durable_mode_are_each_queued_once(start_nsqd, tmp_path, topic):
+    """nsqd (durable mode) killed -9 while a Producer publishes keyed
+    messages one after another, and started again on the same port: the
+    publish caught by the kill is sent again with its key once nsqd is back,
+    and each message is queued once."""
+    data = tmp_path / "data"
+    durable = ("--mem-queue-size=0", "--sync-every=1")
+    first = start_nsqd(*durable, data_path=data)
+    create_channel(first, topic)
+    address = first.tcp_address
+    restarted = []
+    published = 0
+
+    async def main():
+        nonlocal published
+        async with Producer(address, timeout=60) as producer:
+            async def publish_until_told():
+                nonlocal published
+                while not restarted or published < 300:
+                    await producer.publish(topic, b"m%d" % published, key=f"k{published}")
+                    published += 1
+
+            publishing = asyncio.create_task(publish_until_told())
+            while published < 100:
+                await asyncio.sleep(0.01)
+            first.kill()
+            await asyncio.sleep(1)
+            assert not publishing.done()  # waiting for nsqd, not failed
+            restarted.append(start_nsqd(*durable, f"--tcp-address={address}", data_path=data))
+            await asyncio.wait_for(publishing, 60)
+
+    asyncio.run(main())
+    assert sorted(received(restarted[0], topic)) == sorted(b"m%d" % index for index in range(published))
