@@ -26,20 +26,23 @@ REQUEST_LIMITS = {"max_line_size": 1 << 20, "max_field_size": 64 << 10, "max_hea
 
 
 class HttpError(Exception):
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        """``headers``: what the answer must carry besides NSQ's (a 401's
+        ``WWW-Authenticate``)."""
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers or {}
 
 
-def json_response(data, status: int = 200) -> web.Response:
-    return encoded_json_response(json.dumps(data).encode(), status)
+def json_response(data, status: int = 200, headers: dict | None = None) -> web.Response:
+    return encoded_json_response(json.dumps(data).encode(), status, headers)
 
 
-def encoded_json_response(body: bytes, status: int = 200) -> web.Response:
+def encoded_json_response(body: bytes, status: int = 200, headers: dict | None = None) -> web.Response:
     """A JSON document already encoded (nsqd's /stats formats its own)."""
     return web.Response(body=body, status=status, content_type="application/json", charset="utf-8",
-                        headers=V1_HEADERS)
+                        headers={**V1_HEADERS, **headers} if headers else V1_HEADERS)
 
 
 def text_response(text: str) -> web.Response:
@@ -137,7 +140,7 @@ async def nsq_errors(request: web.Request, handler):
     try:
         return await handler(request)
     except HttpError as error:
-        return json_response({"message": error.message}, error.status)
+        return json_response({"message": error.message}, error.status, error.headers)
     except web.HTTPNotFound:
         return json_response({"message": "NOT_FOUND"}, 404)
     except web.HTTPMethodNotAllowed:

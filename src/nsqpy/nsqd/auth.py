@@ -6,22 +6,36 @@ of one-item lists) and answers ``{"ttl", "identity", "identity_url",
 "authorizations": [{"topic", "channels", "permissions"}]}``. Regexes match
 anywhere in the name, as Go's MatchString; a publish checks the empty
 channel name, so a publish grant needs a channel regex matching "".
+
+A TCP connection keeps its answer until the ttl passes; HTTP requests that
+hand out message content (http_log.ContentAuth) have no connection to keep
+it on, and share answers through a GrantCache.
 """
 
 import json
 import random
 import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..net import client_tls_context
 
 PERMISSIONS = {"subscribe", "publish"}
 NSQ_ACCEPT = {"Accept": "application/vnd.nsq; version=1.0"}
+REFUSALS = (401, 403)  # an auth server's "not this secret", as opposed to its failure
+MAX_GRANTS = 1024  # answers a GrantCache keeps: what a client inventing secrets can cost
 
 
 class AuthError(Exception):
     """No auth server gave a usable answer (details go to the log only)."""
+
+
+class AuthRefused(AuthError):
+    """An auth server answered, and refused the secret (401 or 403). TCP
+    treats it as any AuthError (NSQ's E_AUTH_FAILED); HTTP tells the two
+    apart, so that a reader retries an auth server that is down but not a
+    secret that is wrong."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +47,11 @@ class Authorization:
     def allows(self, permission: str, topic: str, channel: str) -> bool:
         return (permission in self.permissions and self.topic.search(topic) is not None
                 and any(c.search(channel) is not None for c in self.channels))
+
+    def allows_some_channel(self, permission: str, topic: str) -> bool:
+        """``permission`` on ``topic`` for at least one channel (a grant that
+        names a channel pattern at all)."""
+        return permission in self.permissions and self.topic.search(topic) is not None and bool(self.channels)
 
 
 @dataclass(frozen=True)
@@ -48,6 +67,9 @@ class AuthState:
 
     def allows(self, permission: str, topic: str, channel: str) -> bool:
         return any(a.allows(permission, topic, channel) for a in self.authorizations)
+
+    def allows_some_channel(self, permission: str, topic: str) -> bool:
+        return any(a.allows_some_channel(permission, topic) for a in self.authorizations)
 
 
 def parse_answer(data: dict) -> AuthState:
@@ -91,21 +113,24 @@ class AuthClient:
                   "tls": "true" if tls else "false"}
         start = random.randrange(len(self.urls))
         connector = aiohttp.TCPConnector(ssl=self.ssl) if self.ssl is not None else None
+        refused = False
         async with aiohttp.ClientSession(timeout=self.timeout, connector=connector) as session:
             for url in self.urls[start:] + self.urls[:start]:
                 try:
                     status, body = await self._ask(session, url, params)
-                    if status == 403 and url.startswith("http://"):
-                        # an auth server that requires TLS names its HTTPS port, as nsqd's does
-                        https_port = json.loads(body)["https_port"]
+                    https_port = _https_port(body) if status == 403 and url.startswith("http://") else None
+                    if https_port is not None:  # an auth server that requires TLS names its HTTPS port, as nsqd's does
                         parts = urllib.parse.urlsplit(url)
                         url = parts._replace(scheme="https", netloc=f"{parts.hostname}:{https_port}").geturl()
                         status, body = await self._ask(session, url, params)
                     if status != 200:
+                        refused = refused or status in REFUSALS
                         raise ValueError(f"status {status}")
                     return parse_answer(json.loads(body))
                 except (aiohttp.ClientError, TimeoutError, ValueError, TypeError, AttributeError, KeyError) as error:
                     self.log.error("AUTH: %s failed: %s", url, error)
+        if refused:
+            raise AuthRefused("the auth server refused the secret")
         raise AuthError("no auth server answered")
 
     async def _ask(self, session: "aiohttp.ClientSession", url: str, params: dict) -> tuple[int, bytes]:
@@ -117,3 +142,49 @@ class AuthClient:
             request = session.get(f"{url}?{urllib.parse.urlencode(sorted(params.items()))}", headers=NSQ_ACCEPT)
         async with request as response:
             return response.status, await response.read()
+
+
+def _https_port(body: bytes):
+    """The ``https_port`` of a 403 ``TLS_REQUIRED`` answer; None for any
+    other 403 (a refused secret)."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    return answer.get("https_port") if isinstance(answer, dict) else None
+
+
+class GrantCache:
+    """Auth servers' answers for HTTP requests, each kept until its ttl
+    passes, as a TCP connection keeps its own: a log reader asks
+    ``/topic/read`` many times a second and must not cost the auth server a
+    request each time. Keyed by everything nsqd sends (the answer may depend
+    on the address or the certificate as well as the secret); at most
+    MAX_GRANTS answers, the oldest dropped first. Only answers are kept: a
+    failure or a refusal is asked again next time."""
+
+    def __init__(self, client: AuthClient):
+        self.client = client
+        self._states: OrderedDict[tuple, AuthState] = OrderedDict()
+
+    async def query(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState:
+        key = (secret, remote_ip, tls, common_name)
+        state = self._states.get(key)
+        if state is not None and not state.expired:
+            return state
+        state = await self.client.query(secret, remote_ip, tls, common_name)
+        self._states[key] = state
+        self._states.move_to_end(key)
+        while len(self._states) > MAX_GRANTS:
+            self._states.popitem(last=False)
+        return state
+
+
+def peer_common_name(ssl_object) -> str:
+    """Subject CN of a client's verified TLS certificate ("" without one), for the auth server."""
+    certificate = ssl_object.getpeercert() if ssl_object is not None else None
+    for rdn in (certificate or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return value
+    return ""

@@ -21,7 +21,7 @@ from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
 from .bounds import QueueFull, parse_full_policy, parse_max_depth
 from .deferred_view import DEFAULT_LIMIT, MAX_LIMIT, deferred_listing
 from .expiry import parse_expire_action, parse_ttl_ms
-from .http_log import LogApi
+from .http_log import ContentAuth, LogApi
 from .publish_keys import KeysRefused, parse_key_window
 from .retention import parse_retention, parse_retention_bytes
 from .replication.links import ReplicationShort
@@ -30,7 +30,8 @@ from .topic import TopicExiting
 class HttpApi:
     def __init__(self, nsqd):
         self.nsqd = nsqd
-        self.log_api = LogApi(nsqd, self._existing_channel)
+        self.content_auth = ContentAuth(nsqd.auth)
+        self.log_api = LogApi(nsqd, self._existing_channel, self.content_auth)
         self._runner: web.AppRunner | None = None
 
     async def start(self, sites) -> None:
@@ -330,9 +331,12 @@ class HttpApi:
         return empty_response()
 
     async def channel_deferred(self, request):
-        _, channel = self._existing_channel(request)
+        topic, channel = self._existing_channel(request)
         limit = _query_setting(request, "limit", lambda text: parse_int(text, 1, MAX_LIMIT), "INVALID_LIMIT")
-        return json_response(deferred_listing(channel, limit or DEFAULT_LIMIT, bool_param(request, "body", False)))
+        include_body = bool_param(request, "body", False)
+        if include_body:  # message content: what a SUB to this channel needs (sizes alone are /stats' kind)
+            await self.content_auth.require(request, topic.name, channel.name)
+        return json_response(deferred_listing(channel, limit or DEFAULT_LIMIT, include_body))
 
     async def channel_config_get(self, request):
         _, channel = self._existing_channel(request)

@@ -8,7 +8,9 @@ application/vnd.nsqpy.log-chunks``); its headers say which records it holds:
 ``X-NSQ-First-Offset`` (past the asked ``from`` only where offsets are
 missing), ``X-NSQ-Next-Offset`` (where the next read starts) and the log's
 ``X-NSQ-Earliest-Offset`` and ``X-NSQ-Latest-Offset``. A read changes
-nothing: no channel, no cursor, no state.
+nothing: no channel, no cursor, no state. A read hands out message content,
+which NSQ's HTTP API never did: with AUTH on it needs a SUB's grant
+(ContentAuth, also used by ``/channel/deferred?body=true``).
 """
 
 import os
@@ -20,6 +22,7 @@ from ..httpapi import HttpError, json_response
 from ..options import parse_int
 from ..protocol.names import is_valid_topic_name
 from ..topiclog import DEFAULT_READ_BYTES, MAX_READ_BYTES, OffsetOutOfRange
+from .auth import AuthError, AuthRefused, GrantCache, peer_common_name
 from .replay import Replay
 from .retention import log_extent, parse_point
 
@@ -27,14 +30,68 @@ CONTENT_TYPE = "application/vnd.nsqpy.log-chunks"
 SEND_BLOCK = 1024 * 1024  # bytes of segment file read and written at once
 OFFSET_LIMIT = (1 << 63) - 1
 NO_FUTURE = 1 << 80  # Unix ns past any time parse_point reads: no time is refused as future
+BEARER = "bearer "  # the scheme of ``Authorization: Bearer <secret>``, compared without case (RFC 9110)
+ASK_FOR_BEARER = {"WWW-Authenticate": 'Bearer realm="nsqd"'}
+
+
+class ContentAuth:
+    """AUTH for the HTTP routes that hand out message content.
+
+    NSQ checks AUTH on TCP only: its HTTP API publishes and administers but
+    never hands a message out. Ours does (a retained topic's reads, a
+    deferred listing's bodies), so those routes need what a TCP SUB needs,
+    or they are a way around it. The secret comes as ``Authorization:
+    Bearer <secret>`` (the header proxies and HTTP clients already treat as
+    a credential: kept out of access logs, dropped on redirects to another
+    host); nsqd asks the auth server as for a TCP AUTH (the request's
+    address, TLS, the client certificate's name) and keeps the answer for
+    its ttl. Answers: 401 without a secret, 403 when refused, 503 when no
+    auth server answers (a reader may retry that, not a wrong secret).
+    Without --auth-http-address it lets everything through."""
+
+    def __init__(self, auth_client):
+        self.grants = GrantCache(auth_client) if auth_client is not None else None
+
+    async def require(self, request, topic: str, channel: str | None = None) -> None:
+        """Raise unless the request's secret may SUB to ``channel`` of
+        ``topic``; to some channel of it when None (a log read: every
+        channel receives the whole topic, so any one of them may read it)."""
+        if self.grants is None:
+            return
+        try:
+            state = await self.grants.query(_bearer_secret(request), request.remote or "", request.secure,
+                                            peer_common_name(request.get_extra_info("ssl_object")))
+        except AuthRefused:
+            raise HttpError(403, "UNAUTHORIZED AUTH refused by the auth server") from None
+        except AuthError:
+            raise HttpError(503, "AUTH_FAILED no auth server answered") from None
+        if not state.authorizations:
+            raise HttpError(403, "UNAUTHORIZED AUTH no authorizations found")
+        if channel is None:
+            allowed, names = state.allows_some_channel("subscribe", topic), f'"{topic}"'
+        else:
+            allowed, names = state.allows("subscribe", topic, channel), f'"{topic}" "{channel}"'
+        if not allowed:
+            raise HttpError(403, f"UNAUTHORIZED AUTH failed for {request.path} on {names}")
+
+
+def _bearer_secret(request) -> str:
+    """The secret of ``Authorization: Bearer <secret>``; 401 without one."""
+    value = request.headers.get("Authorization", "")
+    secret = value[len(BEARER):].strip() if value[:len(BEARER)].lower() == BEARER else ""
+    if not secret:
+        raise HttpError(401, f'AUTH_FIRST AUTH required before {request.path}: send "Authorization: Bearer <secret>"',
+                        ASK_FOR_BEARER)
+    return secret
 
 
 class LogApi:
-    def __init__(self, nsqd, existing_channel):
+    def __init__(self, nsqd, existing_channel, content_auth: ContentAuth):
         """``existing_channel(request)``: the (topic, channel) a request
         names, or NSQ's 404 (the HTTP API's own lookup)."""
         self.nsqd = nsqd
         self.existing_channel = existing_channel
+        self.content_auth = content_auth
 
     def routes(self) -> list:
         return [
@@ -74,7 +131,8 @@ class LogApi:
         when absent) in an answer of at most ``max_bytes``, except that one
         record is always served when there is one, however big (a reader
         never stalls on it)."""
-        _, topic_log = self._retained_topic(request)
+        topic, topic_log = self._retained_topic(request)
+        await self.content_auth.require(request, topic.name)
         start = _offset_param(request, "from", required=True)
         end = _offset_param(request, "to")
         if end is not None and end < start:
