@@ -16,6 +16,7 @@ from ..protocol.frames import FRAME_HEADER_SIZE, encode_error, encode_response, 
 from ..protocol.identify import ClientSettings
 from ..protocol.message import MESSAGE_HEADER_SIZE, message_frame_header
 from ..protocol.v2 import State
+from .auth import peer_common_name
 
 #: Mean bytes per buffered frame part from which a flush hands the parts to
 #: the transport as they are instead of joining them: joining copies every
@@ -204,13 +205,7 @@ class ClientV2:
     @property
     def common_name(self) -> str:
         """Subject CN of the client's verified TLS certificate, for the auth server."""
-        ssl_object = self.transport.get_extra_info("ssl_object")
-        certificate = ssl_object.getpeercert() if ssl_object is not None else None
-        for rdn in (certificate or {}).get("subject", ()):
-            for key, value in rdn:
-                if key == "commonName":
-                    return value
-        return ""
+        return peer_common_name(self.transport.get_extra_info("ssl_object"))
 
     def pause_writing(self) -> None:
         self.write_paused = True
