@@ -84,6 +84,9 @@ def test_keys_written_read_back_and_a_torn_line_is_skipped(tmp_path):
         f.write(b"1700000000000 c")  # a crash in the middle of a write: its publish was never answered
     again = keys_in(tmp_path, clock)
     assert again.fresh([b"a", b"b", b"c"]) == [2]
+    again.remember([b"d"])  # written on a line of its own, not after the torn one
+    again.flush()
+    assert keys_in(tmp_path, clock).fresh([b"c", b"d"]) == [0]
 
 
 def test_the_file_is_rewritten_with_the_live_keys_only(tmp_path):

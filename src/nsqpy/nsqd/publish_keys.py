@@ -112,6 +112,7 @@ class PublishKeys:
         accepted = self._accepted
         for key in keys:
             accepted[key] = now
+            accepted.move_to_end(key)  # one whose window ended, still held behind a later one
         if self.path is not None:
             stamp = b"%d " % now
             self._write_later([stamp + key + b"\n" for key in keys])
@@ -207,7 +208,9 @@ class PublishKeys:
         except FileNotFoundError:
             return
         lines = data.split(b"\n")
-        lines.pop()  # after the last newline: empty, or a line cut short
+        cut = lines.pop()  # after the last newline: empty, or a line cut short
+        if cut:  # gone, so that the next line written starts a line of its own
+            os.truncate(path, len(data) - len(cut))
         accepted = self._accepted
         for line in lines:
             stamp, _, key = line.partition(b" ")
