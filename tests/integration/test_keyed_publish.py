@@ -196,3 +196,14 @@ def test_nsqs_own_nsqd_refuses_a_keyed_publish(tmp_path, topic):
             error = conn.error()
             assert (error.code, error.description) == ("E_INVALID", "invalid command KPUB")
         assert http("POST", f"{go_nsqd.http_url}/kpub?topic={topic}&key=k", b"body")[0] == 404
+
+
+def test_a_deleted_topic_forgets_its_keys(nsqd, topic, tmp_path):
+    create_channel(nsqd, topic)
+    with WireConn(nsqd.tcp_hostport) as conn:
+        kpub(conn, topic, b"k", b"first life")
+    assert post(f"{nsqd.http_url}/topic/delete?topic={topic}")[0] == 200
+    create_channel(nsqd, topic)
+    with WireConn(nsqd.tcp_hostport) as conn:
+        kpub(conn, topic, b"k", b"second life")
+    assert received(nsqd, topic) == [b"second life"]
