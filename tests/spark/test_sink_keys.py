@@ -12,14 +12,25 @@ from tests.support.wire import WireConn, http, http_json
 pytestmark = pytest.mark.spark
 
 ROWS = 30_000
-FAIL_AT = 25_000  # the first run fails here, after two Arrow batches' rows were published
+FAIL_AT = 25_000  # the first run fails here, once the rows before it have begun to reach the topic
 
 
-def fails_once_at(marker, row: int):
-    """A body column passed through; the first run to reach ``row`` fails (``marker`` notes it)."""
+def fails_once_at(marker, row: int, watch_url: str):
+    """A body column passed through; the first run to reach ``row`` fails (``marker`` notes it),
+    after waiting (at most a minute) until ``watch_url`` (nsqd's topic stats) shows the topic holding a message, so the
+    failed run has published part of its rows whatever the pipeline's buffering and timing."""
     @udf("string")
     def through(body):
         if body == f"row {row:05d}" and not marker.exists():
+            import json
+            import time
+            import urllib.request
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                with urllib.request.urlopen(watch_url, timeout=10) as answer:
+                    if json.load(answer)["topics"][0]["message_count"] > 0:
+                        break
+                time.sleep(0.1)
             marker.write_text("failed once")
             raise RuntimeError(f"injected failure at {body}")
         return body
@@ -32,9 +43,13 @@ def received(nsqd, topic: str) -> list[bytes]:
         return conn.drain(quiet=2)
 
 
+def stats_url(nsqd, topic: str) -> str:
+    return f"{nsqd.http_url}/stats?format=json&topic={topic}"
+
+
 def queued(nsqd, topic: str) -> int:
     """Messages the topic has taken: what a failed run had published before it failed."""
-    _, stats = http_json("GET", f"{nsqd.http_url}/stats?format=json&topic={topic}")
+    _, stats = http_json("GET", stats_url(nsqd, topic))
     return stats["topics"][0]["message_count"]
 
 
@@ -47,7 +62,8 @@ def test_a_batch_write_run_again_with_its_key_prefix_publishes_each_row_once(spa
     create_channel(spark_nsqd, topic)
     bodies = [f"row {i:05d}" for i in range(ROWS)]
     frame = spark.createDataFrame([(b,) for b in bodies], "body string").coalesce(1)
-    failing = frame.select(fails_once_at(tmp_path / "failed", FAIL_AT)(col("body")).alias("body"))
+    through = fails_once_at(tmp_path / "failed", FAIL_AT, stats_url(spark_nsqd, topic))
+    failing = frame.select(through(col("body")).alias("body"))
     options = dict(topic=topic, nsqd_tcp_addresses=spark_nsqd.tcp_address, publish_keys="true",
                    key_prefix="nightly-2026-11-29")
     with pytest.raises(Exception, match="injected failure"):
@@ -82,7 +98,7 @@ def test_a_streaming_query_restarted_from_its_checkpoint_publishes_each_row_once
     incoming.mkdir()
     bodies = [f"row {i:05d}" for i in range(ROWS)]
     pq.write_table(pa.table({"body": bodies}), incoming / "part-0.parquet")
-    through = fails_once_at(tmp_path / "failed", FAIL_AT)
+    through = fails_once_at(tmp_path / "failed", FAIL_AT, stats_url(spark_nsqd, topic))
 
     def start():
         stream = spark.readStream.schema("body string").parquet(str(incoming))
