@@ -15,8 +15,10 @@ def split_host_port(address: str) -> tuple[str, int]:
     """``host:port``, ``:port`` or ``[v6]:port`` -> (host, port); a port
     above 65535 is refused (the kernel would silently take it modulo 65536)."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep:
         raise ValueError(f"{address!r} is not host:port")
+    if not port.isdigit():
+        raise ValueError(f"{address!r}: port {port!r} is not a number")
     if int(port) > 65535:
         raise ValueError(f"{address!r}: port {port} is out of range (0-65535)")
     host = host.strip("[]")
@@ -32,9 +34,11 @@ def peer_host_port(address: str) -> tuple[str, int]:
 
 
 def is_unix_address(address: str) -> bool:
-    """NSQ treats a listen address that is not host:port as a unix socket path."""
-    _, sep, port = address.rpartition(":")
-    return not (sep and port.isdigit())
+    """A listen address is a unix socket's path when it has a ``/``, or no
+    ``:`` at all (``nsqd.sock``, a path to NSQ too). Anything else is
+    host:port: ``127.0.0.1:notaport`` is a bad port to refuse, not the name
+    of a socket file to create (NSQ refuses it too, as an unknown port)."""
+    return "/" in address or ":" not in address
 
 
 @functools.cache
@@ -68,7 +72,7 @@ def listen(address: str, what: str, flag: str) -> socket.socket:
             try:
                 host, port = split_host_port(address)
             except ValueError as error:
-                raise ListenError(f"{what}: {error}; check {flag}") from None
+                raise ListenError(f"{what}: {error}; check {flag} (a unix socket's path has a /)") from None
             infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
             family, kind, proto, _, sockaddr = infos[0]
             sock = socket.socket(family, kind, proto)

@@ -292,6 +292,39 @@ def test_rdy_rotates_when_connections_outnumber_max_in_flight(start_nsqd, topic)
     assert sorted(handler.bodies) == sorted(b"n%d-%d" % (i, j) for i in range(3) for j in range(3))
 
 
+def test_the_default_consumer_reads_every_nsqd_that_has_messages(start_nsqd, topic):
+    """go-nsq's defaults (max_in_flight 1, RDY moved every 5 s from a holder
+    idle for 10 s or holding it for 30 s) over 3 nsqd, two of them with more
+    messages than the slow handler gets through: the RDY goes to the node
+    that has waited longest, so the second busy node is read within two
+    holders' time (about 40 s), not whenever a random pick lands on it."""
+    busy, empty, other = start_nsqd(), start_nsqd(), start_nsqd()
+    read: dict[str, float] = {}
+
+    async def handler(message):
+        read.setdefault(message.connection.address, time.monotonic())
+        await asyncio.sleep(0.05)  # 20 messages a second: neither busy node empties during the test
+
+    async def main():
+        for daemon in (busy, other):
+            async with Producer(daemon.tcp_address) as producer:
+                await producer.multi_publish(topic, [b"m%d" % i for i in range(2000)])
+        consumer = Consumer(topic, "ch", handler)
+        assert consumer.config == Config()
+        started = time.monotonic()
+        for daemon in (busy, empty, other):  # one at a time: the first to connect holds the RDY first
+            await consumer.connect_to_nsqd(daemon.tcp_address)
+        try:
+            await eventually(lambda: len(read) == 2, timeout=75)
+        finally:
+            await consumer.stop(timeout=5)
+        return {address: at - started for address, at in read.items()}
+
+    waited = run(main(), timeout=100)
+    assert set(waited) == {busy.tcp_address, other.tcp_address}
+    assert max(waited.values()) < 60, waited
+
+
 def test_reconnects_after_nsqd_restarts(start_nsqd, tmp_path, topic):
     first = start_nsqd()
     address = first.tcp_address

@@ -6,14 +6,16 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from nsqpy.protocol import commands as cmd
 from nsqpy.localcluster import DaemonProcess, nsqd_process
 from tests.support.wire import WireConn, http_json
 
 
-def run_nsqd(*args, timeout=20):
+def run_nsqd(*args, timeout=20, cwd=None):
     return subprocess.run([sys.executable, "-m", "nsqpy.cli.nsqd", *args], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+                          timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
 
 
 def test_version_on_stdout():
@@ -78,6 +80,26 @@ def test_bad_flags_fail_with_one_clear_line(tmp_path):
                       "--http-address=127.0.0.1:0")
     assert result.returncode == 1
     assert "--node-id 5000 must be in [0,1024)" in result.stderr
+
+
+def test_a_bad_flag_names_the_flag_once():
+    result = run_nsqd("--mem-queue-size=lots")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "nsqd: --mem-queue-size: 'lots' is not a number (decimal digits only) (see nsqd --help)"]
+
+
+def test_host_and_a_bad_port_is_refused_not_made_a_socket_file(tmp_path):
+    """NSQ reads 127.0.0.1:notaport as TCP (an unknown port); a unix socket's
+    path has a / (or no : at all, as nsqd.sock)."""
+    result = run_nsqd("--tcp-address=127.0.0.1:notaport", "--http-address=127.0.0.1:0",
+                      f"--data-path={tmp_path}", cwd=tmp_path)
+    assert result.returncode == 1
+    fatal = [line for line in result.stderr.splitlines() if "FATAL" in line]
+    assert len(fatal) == 1 and "listening" not in result.stderr, result.stderr
+    assert fatal[0].endswith("FATAL: TCP: '127.0.0.1:notaport': port 'notaport' is not a number; "
+                             "check --tcp-address (a unix socket's path has a /)"), fatal
+    assert not (tmp_path / "127.0.0.1:notaport").exists()
 
 
 def test_second_nsqd_on_the_same_data_path_refuses_to_start(tmp_path):
@@ -145,10 +167,11 @@ def test_messages_and_topics_survive_a_clean_restart(tmp_path):
         daemon.stop()
 
 
-def test_listens_on_a_unix_socket(tmp_path):
+@pytest.mark.parametrize("name", ["nsqd.sock", "nsqd:1.sock"])
+def test_listens_on_a_unix_socket(tmp_path, name):
     import socket as socket_module
 
-    path = str(tmp_path / "nsqd.sock")
+    path = str(tmp_path / name)  # a path with a / is a path, a : in it too
     daemon = DaemonProcess("nsqd", [f"--tcp-address={path}", "--http-address=127.0.0.1:0",
                                     f"--data-path={tmp_path}"])
     daemon.start()

@@ -84,8 +84,7 @@ def test_a_bad_flag_is_the_one_line_a_person_sees(tmp_path):
     result = run_nsqd(f"--data-path={tmp_path}", "--mem-queue-size=lots")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "nsqd: argument -mem-queue-size/--mem-queue-size: --mem-queue-size: 'lots' is not a number "
-        "(decimal digits only) (see nsqd --help)"]
+        "nsqd: --mem-queue-size: 'lots' is not a number (decimal digits only) (see nsqd --help)"]
 
 
 def _cluster(tmp_path) -> tuple[GroupProcess, list[int]]:

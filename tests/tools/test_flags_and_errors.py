@@ -5,6 +5,7 @@ import importlib
 
 import pytest
 
+from nsqpy.protocol.names import RULE
 from tests.tools.helpers import channel_stats, eventually, publish, run_tool
 
 CONSUMERS = ["nsq_tail", "nsq_to_file", "nsq_to_http", "nsq_to_nsq"]
@@ -60,6 +61,26 @@ def test_unreachable_lookupd_is_one_line():
     assert "no nsqlookupd reachable (127.0.0.1:9:" in one_line_error(result)
 
 
+@pytest.mark.parametrize("tool,args", [
+    ("nsq_tail", ["--topic=t"]),
+    ("to_nsq", ["--topic=t"]),
+])
+def test_nsqds_http_port_given_for_its_tcp_port_is_named_in_one_line(nsqd, tool, args):
+    result = run_tool(tool, *args, f"--nsqd-tcp-address={nsqd.http_address}", stdin=b"one\n")
+    line = one_line_error(result)
+    assert "E_BAD_BODY" not in result.stderr.decode() and "invalid frame size" not in result.stderr.decode()
+    assert (f"{nsqd.http_address} closed: it answers in HTTP, so this looks like an HTTP port (nsqd's "
+            "--http-address); give its TCP port (--tcp-address, 4150 by default)") in line
+
+
+def test_a_tcp_port_given_for_lookupds_http_port_is_named_in_one_line(start_lookupd):
+    lookupd = start_lookupd()
+    result = run_tool("nsq_tail", "--topic=t", f"--lookupd-http-address={lookupd.tcp_address}")
+    assert one_line_error(result) == (
+        f"nsq_tail: no nsqlookupd reachable ({lookupd.tcp_address}: it answers in NSQ's TCP protocol, not HTTP: "
+        "this looks like a TCP port; give nsqlookupd's HTTP port (its --http-address, 4161 by default))")
+
+
 @pytest.mark.parametrize("tool,args,message", [
     ("to_nsq", ["--nsqd-tcp-address=127.0.0.1:9"], "--topic required"),
     ("to_nsq", ["--topic=t"], "--nsqd-tcp-address required"),
@@ -79,8 +100,6 @@ def test_unreachable_lookupd_is_one_line():
     ("nsq_to_http", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--post=http://x/", "--sample=2"],
      "--sample must be between 0.0 and 1.0"),
     ("nsq_to_nsq", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9"], "--destination-nsqd-tcp-address required"),
-    ("nsq_to_nsq", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--destination-nsqd-tcp-address=a:1",
-                    "--destination-topic=bad/name"], "--destination-topic is invalid"),
     ("nsq_to_file", ["--nsqd-tcp-address=127.0.0.1:9"], "--topic or --topic-pattern required"),
     ("nsq_to_file", ["--topic-pattern=x", "--nsqd-tcp-address=127.0.0.1:9"],
      "--lookupd-http-address must be specified when no --topic specified"),
@@ -96,10 +115,27 @@ def test_unreachable_lookupd_is_one_line():
      "--consumer-opt msg_timeout: invalid duration '30'"),
     ("nsq_tail", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--consumer-opt=max_attempts,70000"],
      "--consumer-opt: max_attempts must be in [0, 65535]"),
-    ("nsq_tail", ["--topic=bad topic", "--nsqd-tcp-address=127.0.0.1:9"], "--topic 'bad topic' is invalid"),
 ])
 def test_bad_flags_are_one_line(tool, args, message, capsys):
     assert message in one_line_error(run_in_process(capsys, tool, *args)[::2])
+
+
+@pytest.mark.parametrize("tool,args,refused", [
+    ("nsq_tail", ["--topic=bad topic", "--nsqd-tcp-address=127.0.0.1:9"], "--topic 'bad topic'"),
+    ("to_nsq", ["--topic=bad topic", "--nsqd-tcp-address=127.0.0.1:9"], "--topic 'bad topic'"),
+    ("nsq_to_file", ["--topic=t", "--channel=bad/channel", "--nsqd-tcp-address=127.0.0.1:9", "--output-dir=/tmp"],
+     "--channel 'bad/channel'"),
+    ("nsq_to_http", ["--topic=" + "x" * 65, "--nsqd-tcp-address=127.0.0.1:9", "--post=http://127.0.0.1:9/"],
+     f"--topic '{'x' * 65}'"),
+    ("nsq_to_nsq", ["--topic=t", "--nsqd-tcp-address=127.0.0.1:9", "--destination-nsqd-tcp-address=a:1",
+                    "--destination-topic=bad/name"], "--destination-topic 'bad/name'"),
+])
+def test_a_bad_topic_or_channel_name_is_the_same_usage_error_in_every_tool(tool, args, refused, capsys):
+    """A name no run could use is a usage error, exit code 2 as for a bad
+    flag, whichever tool it is given to (nsq_tail said 1 where to_nsq said 2)."""
+    code, _, err = run_in_process(capsys, tool, *args)
+    assert code == 2, err
+    assert err.strip().splitlines() == [f"{tool}: {refused} is invalid ({RULE})"], err
 
 
 def test_go_flag_styles_and_consumer_opts_reach_nsqd(nsqd, topic, start_tool):
@@ -115,13 +151,14 @@ def test_go_flag_styles_and_consumer_opts_reach_nsqd(nsqd, topic, start_tool):
     assert tail.stop() == 0
 
 
-ADDRESSED = {  # a tool's flags but one address flag, and that flag
-    "nsq_tail": (["--topic=t"], "--nsqd-tcp-address"),
-    "nsq_to_file": (["--topic=t", "--output-dir=/tmp"], "--nsqd-tcp-address"),
-    "nsq_to_http": (["--topic=t", "--post=http://127.0.0.1:9/"], "--lookupd-http-address"),
-    "nsq_to_nsq": (["--topic=t", "--nsqd-tcp-address=127.0.0.1:9"], "--destination-nsqd-tcp-address"),
-    "nsq_stat": (["--topic=t"], "--lookupd-http-address"),
-    "to_nsq": (["--topic=t"], "--nsqd-tcp-address"),
+ADDRESSED = {  # a tool's flags but one address flag, that flag, and the example its error gives
+    "nsq_tail": (["--topic=t"], "--nsqd-tcp-address", "127.0.0.1:4150"),
+    "nsq_to_file": (["--topic=t", "--output-dir=/tmp"], "--nsqd-tcp-address", "127.0.0.1:4150"),
+    "nsq_to_http": (["--topic=t", "--post=http://127.0.0.1:9/"], "--lookupd-http-address", "127.0.0.1:4161"),
+    "nsq_to_nsq": (["--topic=t", "--nsqd-tcp-address=127.0.0.1:9"], "--destination-nsqd-tcp-address",
+                   "127.0.0.1:4150"),
+    "nsq_stat": (["--topic=t", "--channel=c"], "--nsqd-http-address", "127.0.0.1:4151"),
+    "to_nsq": (["--topic=t"], "--nsqd-tcp-address", "127.0.0.1:4150"),
 }
 
 
@@ -129,11 +166,13 @@ ADDRESSED = {  # a tool's flags but one address flag, and that flag
 @pytest.mark.parametrize("address, reason", [
     ("127.0.0.1", "'127.0.0.1' is not host:port"),
     ("127.0.0.1:99999", "'127.0.0.1:99999': port 99999 is out of range (0-65535)"),
-    ("127.0.0.1:http", "'127.0.0.1:http' is not host:port"),
+    ("127.0.0.1:http", "'127.0.0.1:http': port 'http' is not a number"),
     (":4150", "':4150' names no host"),
 ])
 def test_an_address_without_a_usable_host_and_port_is_one_line(tool, address, reason, capsys):
-    args, flag = ADDRESSED[tool]
+    """The example is an address of the kind the flag wants: nsqlookupd's HTTP
+    port for --lookupd-http-address, never nsqd's TCP port."""
+    args, flag, example = ADDRESSED[tool]
     code, _, err = run_in_process(capsys, tool, *args, f"{flag}={address}")
     assert code == 2, err
-    assert err.strip().splitlines() == [f"{tool}: {flag}: {reason} (e.g. 127.0.0.1:4150)"], err
+    assert err.strip().splitlines() == [f"{tool}: {flag}: {reason} (e.g. {example})"], err

@@ -10,6 +10,7 @@ the command line wins over the file, the file over the defaults.
 import argparse
 import dataclasses
 import json
+import re
 
 from ..options import INT64_MAX, INT64_MIN, OptionSpec, format_duration, option_specs, parse_duration, parse_int
 
@@ -41,13 +42,14 @@ def _converter(spec: OptionSpec):
 
 
 def _typed(convert, name: str):
-    """argparse reports ValueError as 'invalid value'; keep our reason instead."""
+    """argparse reports ValueError as 'invalid value'; keep our reason instead
+    (argparse puts the flag's name before it)."""
     def parse(text):
         try:
             return convert(text)
         except ValueError as error:
             detail = str(error) if convert not in (int, float) else f"{text!r} is not a number"
-            raise argparse.ArgumentTypeError(f"--{name}: {detail}") from None
+            raise argparse.ArgumentTypeError(detail) from None
     parse.__name__ = name
     return parse
 
@@ -96,6 +98,9 @@ class GoDefaultsFormatter(argparse.HelpFormatter):
         return [line.replace(_NOTE_KEPT, _NOTE) for line in lines]
 
 
+_BOTH_SPELLINGS = re.compile(r"^argument -([^\s/]+)/--\1: ")  # how argparse names a flag of ours
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """A bad flag is reported in one line, the last a person sees: the usage
     of a program with fifty flags would bury it (``--help`` shows them)."""
@@ -105,6 +110,9 @@ class OneLineErrorParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
+        """``argument -mem-queue-size/--mem-queue-size: ...`` becomes
+        ``--mem-queue-size: ...``: a flag named once, as its help shows it."""
+        message = _BOTH_SPELLINGS.sub(r"--\1: ", message)
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 

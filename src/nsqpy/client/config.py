@@ -12,9 +12,10 @@ from typing import Any
 
 from .. import __version__
 from ..net import client_tls_context
+from .errors import InvalidArgumentError
 
 
-class ConfigError(ValueError):
+class ConfigError(InvalidArgumentError):
     """An option is out of its range; the message names it and the range."""
 
 

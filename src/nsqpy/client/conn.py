@@ -25,9 +25,9 @@ from ..protocol.compression import DeflateCodec, SnappyCodec, new_codec
 from ..protocol.errors import NON_FATAL_CODES
 from ..protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, HEARTBEAT, MAGIC_V2, OK
 from ..protocol.v2 import CONFIRM, START_TLS, EnableCodec, upgrade_steps
-from ..net import split_host_port
+from ..net import peer_host_port
 from .config import Config, tls_context
-from .errors import ConnectionClosedError, ProtocolError
+from .errors import ConnectionClosedError, InvalidArgumentError, ProtocolError
 from .inbound import Arrival, InboundReader
 
 log = logging.getLogger("nsqpy.client")
@@ -93,7 +93,7 @@ class Connection(asyncio.Protocol):
         """Dial, handshake (and AUTH when nsqd asks for it); returns nsqd's
         IDENTIFY answer."""
         loop = self._loop = asyncio.get_running_loop()
-        host, port = split_host_port(self.address)
+        host, port = nsqd_host_port(self.address)
         try:
             async with asyncio.timeout(self.config.dial_timeout):
                 transport, _ = await loop.create_connection(lambda: self, host, port)
@@ -170,7 +170,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         if self._watchdog is not None:
             self._watchdog.cancel()
-        reason = self._close_reason or (str(exc) if exc else "")
+        reason = self._close_reason or self._unanswered_handshake(exc) or (str(exc) if exc else "")
         error = ConnectionClosedError(f"connection to nsqd at {self.address} closed"
                                       + (f": {reason}" if reason else ""))
         while self._pending:
@@ -181,6 +181,15 @@ class Connection(asyncio.Protocol):
             self._lost.set_result(None)
         if self.on_close is not None:
             self.on_close(self)
+
+    def _unanswered_handshake(self, exc: Exception | None) -> str:
+        """nsqd answers IDENTIFY (or refuses it with an error frame); a peer
+        that hangs up on it instead is most likely another daemon's port
+        (nsqlookupd's TCP port does so, sometimes with a reset)."""
+        if not self._handshaking or self.identity:  # IDENTIFY answered: an upgrade step failed
+            return ""
+        return (f"{exc or 'hung up'} before answering IDENTIFY: is this nsqd's TCP port? "
+                "(its --tcp-address, 4150 by default; nsqlookupd's TCP port hangs up so)")
 
     def close(self, reason: str = "") -> None:
         if self._transport is not None and not self.closed:
@@ -300,6 +309,10 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._last_read_at = self._loop.time()
+        if self._handshaking and data.startswith(b"HTTP/"):  # else read as a frame size: 1213486160, "HTTP"
+            self.close("it answers in HTTP, so this looks like an HTTP port (nsqd's --http-address); "
+                       "give its TCP port (--tcp-address, 4150 by default)")
+            return
         try:
             if self._codec is not None:
                 data = self._codec.decode(data)
@@ -336,6 +349,14 @@ class Connection(asyncio.Protocol):
                 self.close()
         if messages and self.on_messages is not None:
             self.on_messages(self, messages)
+
+
+def nsqd_host_port(address: str) -> tuple[str, int]:
+    """An nsqd address to dial, or an ``InvalidArgumentError`` naming it."""
+    try:
+        return peer_host_port(address)
+    except ValueError as error:
+        raise InvalidArgumentError(f"nsqd address {error} (e.g. 127.0.0.1:4150)") from None
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, overload
 
 from ..protocol import commands
 from ..protocol.dedupkey import split_key
-from ..protocol.names import check_name
 from .config import Config
 from .conn import Connection
 from .dedup import DELIVER, DROP, DedupWindow
-from .discovery import lookup_producers
-from .errors import NSQError, ProtocolError, StoppedError
+from .discovery import failure_reason, lookup_producers
+from .errors import InvalidArgumentError, NSQError, ProtocolError, StoppedError, check_name
 from .flow import NOTHING, Decisions, FlowController
 from .inbound import Arrival
 from .message import Message
@@ -99,11 +98,12 @@ class Consumer:
         check_name("topic", topic)
         check_name("channel", channel)
         if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1 (got {concurrency})")
+            raise InvalidArgumentError(f"concurrency must be >= 1 (got {concurrency})")
         # a window is tested for None, never for truth: an empty one has length 0
         window = DedupWindow() if dedup is True else (dedup if isinstance(dedup, DedupWindow) else None)
         if bulk and (window is not None or on_give_up is not None or (config and config.max_attempts)):
-            raise ValueError("a bulk consumer answers every message itself: no dedup, on_give_up or max_attempts")
+            raise InvalidArgumentError("a bulk consumer answers every message itself: "
+                                       "no dedup, on_give_up or max_attempts")
         # bulk says which kind the handler is (a bulk consumer's workers stay idle)
         self._bulk_handler = cast(BulkHandler, handler) if bulk else None
         self.topic = topic
@@ -410,7 +410,7 @@ class Consumer:
             try:
                 producers = await lookup_producers(self._http, address, self.topic)
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:
-                log.warning("consumer: lookupd %s failed: %s", address, error)
+                log.warning("consumer: lookupd %s failed: %s", address, failure_reason(error))
                 continue
             for producer in producers:
                 if producer not in self.connections:

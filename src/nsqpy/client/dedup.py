@@ -16,6 +16,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from .errors import InvalidArgumentError
+
 DELIVER, DROP, HOLD = "deliver", "drop", "hold"
 
 Copy = TypeVar("Copy")  # a copy of a message, as the consumer holds it
@@ -33,7 +35,7 @@ class DedupWindow(Generic[Copy]):
     def __init__(self, max_keys: int = 100_000, max_age: float = 600.0,
                  clock: Callable[[], float] = time.monotonic):
         if max_keys < 1 or max_age <= 0:
-            raise ValueError("max_keys must be >= 1 and max_age > 0")
+            raise InvalidArgumentError("max_keys must be >= 1 and max_age > 0")
         self.max_keys = max_keys
         self.max_age = max_age
         self.clock = clock

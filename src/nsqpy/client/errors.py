@@ -2,14 +2,31 @@
 
 nsqd's refusals are ``ProtocolError`` (``.code`` is NSQ's, e.g.
 ``E_BAD_TOPIC``), which is both an ``NSQError`` and the protocol package's
-``ProtocolError``, so either ``except`` catches it.
+``ProtocolError``, so either ``except`` catches it. Arguments refused before
+anything is sent are ``InvalidArgumentError``, both an ``NSQError`` and a
+``ValueError`` (what the client raised for them before).
 """
 
 from ..protocol import errors as protocol_errors
+from ..protocol import names
 
 
 class NSQError(Exception):
     """Base of everything the client raises."""
+
+
+class InvalidArgumentError(NSQError, ValueError):
+    """An argument the client refuses before sending anything (a topic or
+    channel name, a publish key, an address, a count out of range)."""
+
+
+def check_name(kind: str, name: object) -> None:
+    """``protocol.names.check_name`` ("topic", "channel"), raising the
+    client's ``InvalidArgumentError``."""
+    try:
+        names.check_name(kind, name)
+    except ValueError as error:
+        raise InvalidArgumentError(str(error)) from None
 
 
 class ProtocolError(NSQError, protocol_errors.ProtocolError):

@@ -10,8 +10,10 @@ the clock is passed in, so tests drive it with a fake one.
   exceeded in total (capped per connection by nsqd's ``max_rdy_count``).
 - With more connections than ``max_in_flight``, each tick takes RDY 1 from a
   connection idle for ``low_rdy_idle_timeout`` (or holding it for
-  ``low_rdy_timeout``) and gives it to one that has none, so every nsqd is
-  served in turn.
+  ``low_rdy_timeout``) and gives it to the one without RDY that has waited
+  longest, so every nsqd is served in turn: with N connections each is read
+  within N - 1 holders' time. go-nsq picks at random among all, the holder
+  too, and a node with thousands of messages could wait minutes.
 - A failure raises the backoff level: RDY 0 everywhere for the backoff
   duration, then RDY 1 on one connection; the next result decides (a success
   lowers the level, and at 0 everyone gets its share back; a failure backs
@@ -53,7 +55,7 @@ class ConnectionFlow:
     ready: int = 0  # the RDY last sent
     in_flight: int = 0  # received, not yet finished or requeued
     last_message_at: float = 0.0
-    last_rdy_at: float = 0.0
+    last_rdy_at: float = 0.0  # when RDY last changed: held since, or (at 0) waiting since
     closing: bool = False  # CLS sent: no RDY any more
 
 
@@ -225,6 +227,7 @@ class FlowController(Generic[Key]):
                 self._set(key, 0)
         budget = (1 if self.backoff_level else self.max_in_flight) - sum(f.ready for f in connections.values())
         idle = [key for key, flow in connections.items() if flow.ready == 0 and not flow.closing]
-        self.rng.shuffle(idle)
+        self.rng.shuffle(idle)  # ties (never served yet, or given up together) at random, as go-nsq picks
+        idle.sort(key=lambda key: connections[key].last_rdy_at)  # the longest waiting first
         for key in idle[:max(0, budget)]:
             self._set(key, 1)

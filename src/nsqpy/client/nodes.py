@@ -10,6 +10,8 @@ the I/O and reports what happened.
 
 from collections.abc import Container, Iterable
 
+from .errors import InvalidArgumentError
+
 STRATEGIES = ("round-robin", "least-pending")
 MIN_RETRY_DELAY = 0.25
 MAX_RETRY_DELAY = 15.0
@@ -51,7 +53,7 @@ class NodePool:
 
     def __init__(self, addresses: Iterable[str] = (), strategy: str = "round-robin", sticky: bool = False):
         if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)} (got {strategy!r})")
+            raise InvalidArgumentError(f"strategy must be one of {', '.join(STRATEGIES)} (got {strategy!r})")
         self.strategy = strategy
         self.sticky = sticky
         self.nodes: dict[str, Node] = {}

@@ -23,14 +23,13 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
-from ..net import peer_host_port
 from ..protocol import commands, keyed
 from ..protocol.dedupkey import with_key
-from ..protocol.names import check_name
 from .config import Config
-from .conn import Connection
-from .discovery import list_nodes
-from .errors import ConnectionClosedError, NoNodeAvailableError, ProtocolError, StoppedError
+from .conn import Connection, nsqd_host_port
+from .discovery import failure_reason, list_nodes
+from .errors import (ConnectionClosedError, InvalidArgumentError, NoNodeAvailableError, ProtocolError, StoppedError,
+                     check_name)
 from .nodes import Node, NodePool
 
 log = logging.getLogger("nsqpy.client")
@@ -75,19 +74,16 @@ class Producer:
         self._addresses = [addresses] if isinstance(addresses, str) else list(addresses)
         self._lookupds = list(lookupd_http_addresses)
         if not self._addresses and not self._lookupds:
-            raise ValueError("Producer needs nsqd addresses or lookupd_http_addresses")
+            raise InvalidArgumentError("Producer needs nsqd addresses or lookupd_http_addresses")
         for address in self._addresses:
-            try:
-                peer_host_port(address)
-            except ValueError as error:
-                raise ValueError(f"nsqd address {error} (e.g. 127.0.0.1:4150)") from None
+            nsqd_host_port(address)  # a bad address is refused here, not at the first publish
         if replicas < 1:
-            raise ValueError(f"replicas must be >= 1 (got {replicas})")
+            raise InvalidArgumentError(f"replicas must be >= 1 (got {replicas})")
         quorum = replicas if quorum is None else quorum
         if not 1 <= quorum <= replicas:
-            raise ValueError(f"quorum must be in [1, replicas={replicas}] (got {quorum})")
+            raise InvalidArgumentError(f"quorum must be in [1, replicas={replicas}] (got {quorum})")
         if timeout <= 0 or node_timeout <= 0:
-            raise ValueError("timeout and node_timeout must be positive")
+            raise InvalidArgumentError("timeout and node_timeout must be positive")
         single = isinstance(addresses, str)
         self.address = self._addresses[0] if single else ", ".join(self._addresses or self._lookupds)
         self.config = config or Config()
@@ -136,7 +132,7 @@ class Producer:
     # another nsqd is a new publish there.
 
     async def publish(self, topic: str, body: bytes, *, key: str | bytes | None = None) -> str:
-        """PUB one message. A topic name that is not NSQ's raises ValueError."""
+        """PUB one message. A topic name that is not NSQ's raises ``InvalidArgumentError``."""
         check_name("topic", topic)
         if key is not None:
             return await self._send(topic, keyed.kpub(topic, _key(key), self._keyed([body])[0]), repeatable=True)
@@ -148,7 +144,7 @@ class Producer:
         check_name("topic", topic)
         if keys is not None:
             if len(keys) != len(bodies):
-                raise ValueError(f"{len(keys)} keys for {len(bodies)} bodies")
+                raise InvalidArgumentError(f"{len(keys)} keys for {len(bodies)} bodies")
             command = keyed.kmpub(topic, [_key(key) for key in keys], self._keyed(bodies))
             return await self._send(topic, command, repeatable=True)
         return await self._send(topic, commands.mpub(topic, self._keyed(bodies)))
@@ -378,7 +374,7 @@ class Producer:
                         found += await list_nodes(session, address)
                         answered = True
                     except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as error:
-                        log.warning("producer: nsqlookupd at %s: %s", address, error or "timeout")
+                        log.warning("producer: nsqlookupd at %s: %s", address, failure_reason(error))
                 if answered:
                     for node in self._pool.set_addresses(found):
                         conn = self._conns.pop(node.address, None)
@@ -404,7 +400,7 @@ def _key(key: str | bytes) -> bytes:
     raw = key.encode("utf-8") if isinstance(key, str) else key
     problem = keyed.key_problem(raw)
     if problem is not None:
-        raise ValueError(f"publish key {key!r} {problem}")
+        raise InvalidArgumentError(f"publish key {key!r} {problem}")
     return raw
 
 

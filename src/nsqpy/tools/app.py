@@ -61,7 +61,15 @@ def check_addresses(options) -> None:
             try:
                 peer_host_port(hostport.rstrip("/"))
             except ValueError as error:
-                raise UsageError(f"--{spec.flag}: {error} (e.g. 127.0.0.1:4150)") from None
+                raise UsageError(f"--{spec.flag}: {error} (e.g. {example_address(spec.field)})") from None
+
+
+def example_address(field: str) -> str:
+    """An address of the kind a flag wants, on NSQ's default ports: the
+    example must not send a person to another daemon's or protocol's port."""
+    if "lookupd_http" in field:
+        return "127.0.0.1:4161"
+    return "127.0.0.1:4151" if "_http_" in field else "127.0.0.1:4150"
 
 
 def run_tool(program: str, parsed, run) -> int:

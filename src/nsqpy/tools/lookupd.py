@@ -5,7 +5,7 @@ import asyncio
 
 import aiohttp
 
-from ..client.discovery import NSQ_ACCEPT
+from ..client.discovery import NSQ_ACCEPT, failure_reason
 from .app import ToolError
 
 HTTP_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ValueError)
@@ -34,7 +34,7 @@ async def check_reachable(session: aiohttp.ClientSession, addresses: list[str]) 
                     return
                 errors.append(f"{address}: HTTP {response.status}")
         except HTTP_ERRORS as error:
-            errors.append(f"{address}: {error or type(error).__name__}")
+            errors.append(f"{address}: {failure_reason(error)}")
     raise ToolError(f"no nsqlookupd reachable ({'; '.join(errors)})")
 
 
@@ -57,7 +57,7 @@ async def topic_http_addresses(session: aiohttp.ClientSession, addresses: list[s
         try:
             data = await get_json(session, f"{base_url(address)}/lookup", topic=topic)
         except HTTP_ERRORS as error:
-            errors.append(f"{address}: {error or type(error).__name__}")
+            errors.append(f"{address}: {failure_reason(error)}")
             continue
         for producer in data.get("producers") or []:
             node = f"{producer['broadcast_address']}:{producer['http_port']}"

@@ -25,13 +25,12 @@ import time
 
 from ..client import Consumer, ProtocolError
 from ..options import option
-from ..protocol.names import is_valid_topic_name
 from .app import ToolError, user_agent
 from .clientopts import DELIVERING_DEFAULTS, client_config
 from .consuming import stop_all, subscribe
 from .hostpool import MODES
 from .jsonfilter import JsonFilter, Verdict
-from .options import SourceOptions, check_names, check_sources
+from .options import SourceOptions, check_names, check_sources, check_topic
 from .publishing import PUBLISH_ERRORS, Destinations
 from ..ratelog import RateLimitedLog, shown
 from .timing import StatusEvery
@@ -160,8 +159,8 @@ class Forwarder:
 def check(options: NsqToNsqOptions, log) -> None:
     check_names(options.topics, options.channel)
     check_sources(options)
-    if options.destination_topic and not is_valid_topic_name(options.destination_topic):
-        raise ToolError("--destination-topic is invalid")
+    if options.destination_topic:
+        check_topic("--destination-topic", options.destination_topic)
     if not options.destination_nsqd_tcp_addresses:
         raise ToolError("--destination-nsqd-tcp-address required")
     if options.mode not in MODES:

@@ -4,7 +4,7 @@ import dataclasses
 
 from ..options import option
 from ..protocol.names import RULE, is_valid_channel_name, is_valid_topic_name
-from .app import ToolError
+from .app import ToolError, UsageError
 
 
 @dataclasses.dataclass
@@ -34,11 +34,17 @@ def invalid_name(flag: str, name: str) -> str:
 
 
 def check_names(topics: list[str], channel: str) -> None:
-    """NSQ's tools refuse a bad name before connecting, not after nsqd's E_BAD_TOPIC."""
+    """NSQ's tools refuse a bad name before connecting, not after nsqd's
+    E_BAD_TOPIC: a usage error (exit code 2), in every tool alike."""
     if not topics or not channel:
         raise ToolError("--topic and --channel are required")
     for topic in topics:
-        if not is_valid_topic_name(topic):
-            raise ToolError(invalid_name("--topic", topic))
+        check_topic("--topic", topic)
     if not is_valid_channel_name(channel):
-        raise ToolError(invalid_name("--channel", channel))
+        raise UsageError(invalid_name("--channel", channel))
+
+
+def check_topic(flag: str, topic: str) -> None:
+    """A topic name no run could publish to or read: ``UsageError``."""
+    if not is_valid_topic_name(topic):
+        raise UsageError(invalid_name(flag, topic))

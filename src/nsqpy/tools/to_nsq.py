@@ -20,10 +20,9 @@ import time
 
 from ..options import option
 from ..protocol.keyed import key_problem
-from ..protocol.names import is_valid_topic_name
-from .app import ToolError, UsageError, user_agent
+from .app import ToolError, user_agent
 from .clientopts import client_config
-from .options import invalid_name
+from .options import check_topic
 from .publishing import PUBLISH_ERRORS, Destinations
 
 READ_SIZE = 1 << 20
@@ -159,8 +158,7 @@ class StdinPublisher:
 async def run(options: ToNsqOptions, stop: asyncio.Event, log) -> int:
     if not options.topic:
         raise ToolError("--topic required")
-    if not is_valid_topic_name(options.topic):
-        raise UsageError(invalid_name("--topic", options.topic))  # NSQ's to_nsq exits 0, publishing nothing
+    check_topic("--topic", options.topic)  # NSQ's to_nsq exits 0, publishing nothing
     delimiter = options.delimiter.encode()
     if len(delimiter) != 1:
         raise ToolError("--delimiter must be a single byte")
