@@ -82,8 +82,8 @@ def archive(spark, nodes, topic: str, per_batch: int, reader: str, workdir: str)
                "nsqd_tcp_addresses": ",".join(nsqd.tcp_address for nsqd in nodes),
                "nsqd_http_addresses": ",".join(nsqd.http_address for nsqd in nodes),
                "max_messages_per_batch": str(per_batch)}
-    if reader == "log":  # a retained topic, by offset, batches as big as the channel readers'
-        options.update(maxOffsetsPerTrigger=str(per_batch), startingOffsets="earliest")
+    if reader == "log":  # a retained topic, by offset, from its start (max_messages_per_batch caps its batches too)
+        options["startingOffsets"] = "earliest"
     return run_to_end(lambda: start_archive(spark, options, os.path.join(workdir, "out"),
                                             os.path.join(workdir, "ck"), available_now=True))
 

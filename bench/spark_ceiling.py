@@ -16,9 +16,11 @@ round after round, so a busy moment hits them all alike:
   partitions of 20,000 rows each (as ``reader=executors``), each task
   making its rows as one Arrow record batch;
 * nsq source, ``reader=executors``, from nsqd;
+* bare source, log's shape: the partitioned one with the log reader's
+  seventh column, ``offset`` (int64), as ``reader=log`` hands over;
 * nsq source, ``reader=log``: the same backlog in a retained topic, read by
   offset (partitions of 20,000, batches of ``--batch``), against the bare
-  partitioned source;
+  source of its shape;
 * the JVM write: the same columns made by Spark itself (``spark.range``)
   written with one batch write: what Spark does without Python;
 * ``nsq_to_parquet --available-now`` from exec to exit (``--no-cli`` leaves
@@ -27,7 +29,8 @@ round after round, so a busy moment hits them all alike:
 The streaming rows run the archive's own query (``write_archive``) with
 ``availableNow``; each gives msgs/s end to end (query start to its end) and
 in batches (rows over the batches' own durations). The nsq rows' backlog is
-published before their query starts and is not timed.
+published before their query starts and is not timed, and every row starts
+once nsqd is at rest.
 
 A second table says where each row's CPU went over the timed span: Spark's
 JVM, the Python source runner (the driver-side process of a Python
@@ -68,33 +71,39 @@ PROCESS_KINDS = [("JVM", "/bin/java"), ("nsqd", "nsqpy.cli.nsqd"), ("source runn
 CPU_COLUMNS = ["JVM", "source runner", "workers", "nsqd", "CLI"]
 
 
-def bare_rows(start: int, count: int):
+def bare_rows(start: int, count: int, offsets: bool = False):
     """``count`` rows of the source's columns as one Arrow record batch, ids
-    numbered from ``start``; made in memory, as a source with no I/O would."""
+    numbered from ``start`` (and, with ``offsets``, the log reader's
+    ``offset`` column); made in memory, as a source with no I/O would."""
     import datetime
 
     import pyarrow as pa
 
     now = datetime.datetime.now(datetime.timezone.utc)
-    return pa.RecordBatch.from_arrays([
-        pa.array([f"{n:016x}" for n in range(start, start + count)], pa.string()),
-        pa.array([b"x" * BODY_SIZE] * count, pa.binary()),
-        pa.array([now] * count, pa.timestamp("us", tz="UTC")),
-        pa.array([1] * count, pa.int32()),
-        pa.array([TOPIC] * count, pa.string()),
-        pa.array([NSQD_ADDRESS] * count, pa.string()),
-    ], names=["id", "body", "timestamp", "attempts", "topic", "nsqd_address"])
+    columns = {
+        "id": pa.array([f"{n:016x}" for n in range(start, start + count)], pa.string()),
+        "body": pa.array([b"x" * BODY_SIZE] * count, pa.binary()),
+        "timestamp": pa.array([now] * count, pa.timestamp("us", tz="UTC")),
+        "attempts": pa.array([1] * count, pa.int32()),
+        "topic": pa.array([TOPIC] * count, pa.string()),
+        "nsqd_address": pa.array([NSQD_ADDRESS] * count, pa.string()),
+    }
+    if offsets:
+        columns["offset"] = pa.array(range(start, start + count), pa.int64())
+    return pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
 
 
 def bare_source(total: int, per_batch: int):
-    """The two reference sources, as PySpark data source classes. The
-    partitioned one's ``pause`` option (``before`` or ``after``) makes each
+    """The reference sources, as PySpark data source classes: ``shape``
+    ``simple``, ``partitioned`` or ``log`` (partitioned, with ``offset``).
+    The partitioned ones' ``pause`` option (``before`` or ``after``) makes each
     partition wait ``pause_seconds`` before or after it yields its rows
     (``bench/spark_yield_overlap.py``)."""
     from pyspark.sql.datasource import (DataSource, DataSourceStreamReader, InputPartition,
                                         SimpleDataSourceStreamReader)
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
+    from nsqpy.spark.logread import log_schema
     from nsqpy.spark.source import source_schema
 
     class Simple(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -119,8 +128,8 @@ def bare_source(total: int, per_batch: int):
             self.first, self.count = first, count
 
     class Partitioned(DataSourceStreamReader, SupportsTriggerAvailableNow):
-        def __init__(self, pause: str, seconds: float):
-            self.pause, self.seconds = pause, seconds
+        def __init__(self, pause: str, seconds: float, offsets: bool):
+            self.pause, self.seconds, self.offsets = pause, seconds, offsets
 
         def initialOffset(self):
             return {"n": 0}
@@ -136,7 +145,7 @@ def bare_source(total: int, per_batch: int):
                     for first in range(start["n"], end["n"], PER_PARTITION)]
 
         def read(self, partition):
-            rows = bare_rows(partition.first, partition.count)
+            rows = bare_rows(partition.first, partition.count, self.offsets)
             if self.pause == "before":
                 time.sleep(self.seconds)
             yield rows
@@ -149,24 +158,42 @@ def bare_source(total: int, per_batch: int):
             return "bare"
 
         def schema(self):
-            return source_schema(False)
+            return log_schema(False) if self.options.get("shape") == "log" else source_schema(False)
 
         def simpleStreamReader(self, schema):
             return Simple()
 
         def streamReader(self, schema):
-            if self.options.get("shape") != "partitioned":
+            shape = self.options.get("shape")
+            if shape not in ("partitioned", "log"):
                 from pyspark.errors import PySparkNotImplementedError
                 raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED",
                                                  messageParameters={"feature": "streamReader"})
-            return Partitioned(self.options.get("pause", ""), float(self.options.get("pause_seconds", "0")))
+            return Partitioned(self.options.get("pause", ""), float(self.options.get("pause_seconds", "0")),
+                               shape == "log")
 
     return Bare
 
 
+def nsqd_at_rest(meter: CPUMeter, timeout: float = 60.0) -> None:
+    """Until nsqd spends under 4% of a core: what an earlier row or the
+    backlog's publishing left it to do (the executors reader's last FINs
+    kept it busy for 0.9 CPU seconds into the next row) is neither charged
+    to the row timed next nor competing with it."""
+    deadline = time.monotonic() + timeout
+    before = meter.reading()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        after = meter.reading()
+        if meter.spent(before, after).get("nsqd", 0.0) < 0.02:
+            return
+        before = after
+
+
 def with_cpu(meter: CPUMeter, run) -> dict:
     """``run()``'s result, with the CPU seconds each kind of process spent
-    meanwhile and the seconds that took."""
+    meanwhile and the seconds that took, once nsqd is at rest."""
+    nsqd_at_rest(meter)
     before, started = meter.reading(), time.perf_counter()
     result = run()
     result["cpu"] = meter.spent(before, meter.reading())
@@ -243,6 +270,7 @@ def benchmark_rows(spark, nodes, node_counts: list[int], meter: CPUMeter, args) 
     rows.update({f"nsq driver, {count} nsqd": nsq("driver", count) for count in node_counts})
     rows["bare partitioned"] = lambda work: with_cpu(meter, lambda: run_bare(spark, "partitioned", work))
     rows.update({f"nsq executors, {count} nsqd": nsq("executors", count) for count in node_counts})
+    rows["bare log"] = lambda work: with_cpu(meter, lambda: run_bare(spark, "log", work))
     rows.update({f"nsq log, {count} nsqd": nsq("log", count) for count in node_counts})
     rows["JVM write"] = lambda work: with_cpu(meter, lambda: run_jvm(spark, args.messages, work))
     if not args.no_cli:
@@ -317,8 +345,8 @@ def report(results: dict[str, list[dict]], args) -> None:
           f"msgs/s in batches | per round: / bare source (in batches) | / JVM write (end to end) |")
     print("|---|---:|---:|---:|---:|")
     for key in results:
-        reference = ("bare simple" if "driver" in key else
-                     "bare partitioned" if "executors" in key or "log" in key else None)
+        reference = ("bare simple" if "driver" in key else "bare partitioned" if "executors" in key else
+                     "bare log" if key.startswith("nsq log") else None)
         print(f"| {key} | {median(key, 'end_to_end'):,.0f} | "
               f"{median(key, 'steady'):,.0f} | "
               f"{ratio(key, reference, 'steady') if reference else ''} | "

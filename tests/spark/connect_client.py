@@ -38,7 +38,7 @@ def option_error(spark, options: dict) -> str:
 def main(url, nsqd_tcp, nsqd_http, topic, relay_topic, workdir, reader, count) -> dict:
     spark = build_session(url, "nsqpy-connect-test")
     options = {"topic": topic, "nsqd_tcp_addresses": nsqd_tcp, "nsqd_http_addresses": nsqd_http,
-               "reader": reader, "startingOffsets": "earliest"}  # (the log reader's; the others ignore it)
+               "reader": reader, **({"startingOffsets": "earliest"} if reader == "log" else {})}
     report = {"option_error": option_error(spark, {**options, "channel": "archive"}),
               "checkpoint_file_manager": spark.conf.get("spark.sql.streaming.checkpointFileManagerClass", None)}
     frame = spark.createDataFrame([(body,) for body in bodies(topic, int(count))], "body binary")

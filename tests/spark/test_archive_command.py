@@ -1,5 +1,5 @@
 """``nsq_to_parquet`` as a real subprocess: Ctrl-C, the driver killed mid-batch,
-and a backlog another consumer holds."""
+a backlog another consumer holds, and the flags each reader takes."""
 
 import collections
 import os
@@ -9,10 +9,11 @@ import subprocess
 import pytest
 
 from nsqpy.spark.archive import start_archive
-from tests.support.wire import WireConn
+from tests.support.wire import WireConn, http
 
-from .conftest import (archive_command, archived_bodies, bodies_other_readers_see, channel_stats, publish,
-                       rows_at_least, source_options)
+from .conftest import (archive_command, archived_bodies, bodies_other_readers_see, channel_stats, committed_bodies,
+                       publish, rows_at_least, source_options)
+from .test_log_reader import retain
 
 # several JVM starts (or a standalone cluster) per test: minutes on a busy 2-core machine
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -179,3 +180,46 @@ def test_a_run_prints_its_own_lines_and_none_of_sparks_start_and_stop_noise(spar
                   "falling behind", "Failed to cancel job group", "replayed empty"):
         assert noise not in result.stderr + result.stdout, result.stderr
     assert all(line.startswith(("nsq_to_parquet: ", "batches ")) for line in result.stdout.splitlines())
+
+
+def test_max_messages_per_batch_caps_the_log_readers_batches(spark_nsqd, topic, tmp_path):
+    """Before, the log reader ignored it: a 600,000-message backlog was one
+    batch, however small the flag."""
+    retain(spark_nsqd, topic)
+    bodies = [f"{topic}-{i:05d}".encode() for i in range(2500)]
+    publish(spark_nsqd, topic, bodies)
+    out = tmp_path / "out"
+    result = subprocess.run(archive_command(spark_nsqd, topic, out, "--available-now", "--max-messages-per-batch=1000"),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "with the log reader" in result.stdout
+    status = [line for line in result.stdout.splitlines() if line.startswith("batches ")]
+    assert status[-1].startswith("batches 3, rows 2500 "), result.stdout
+    assert sorted(committed_bodies(out)) == bodies
+
+
+@pytest.mark.parametrize("flag", ["--starting-timestamp=1764400000000", "--starting-offsets=latest"])
+def test_a_start_asked_of_a_plain_topic_is_refused_before_spark_starts(spark_nsqd, topic, tmp_path, flag):
+    """Before: ignored, the run read the channel and exited 0."""
+    assert http("POST", f"{spark_nsqd.http_url}/topic/create?topic={topic}")[0] == 200
+    result = subprocess.run(archive_command(spark_nsqd, topic, tmp_path / "out", "--available-now", flag),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("nsq_to_parquet: ")]
+    name = {"--starting-timestamp": "startingTimestamp", "--starting-offsets": "startingOffsets"}[flag.split("=")[0]]
+    assert line.startswith(f"nsq_to_parquet: option {name} needs a retained topic, read by offset "
+                           f"(docs/retention.md), and topic {topic} is not retained on nsqd "
+                           f"{spark_nsqd.tcp_address}"), line
+    assert "starting Spark" not in result.stdout
+
+
+def test_an_end_asked_of_the_archive_stream_is_refused_before_spark_starts(spark_nsqd, topic, tmp_path):
+    """Before: ignored, the run read what the log held and exited 0."""
+    retain(spark_nsqd, topic)
+    result = subprocess.run(archive_command(spark_nsqd, topic, tmp_path / "out", "--available-now",
+                                            "--option=endingOffsets=latest"),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("nsq_to_parquet: ")]
+    assert line.startswith("nsq_to_parquet: option endingOffsets: a stream has no end"), line
+    assert "starting Spark" not in result.stdout

@@ -11,7 +11,8 @@ import pytest
 from nsqpy.localcluster import free_port
 from tests.support.wire import http, http_json, wait_until
 
-from .conftest import TASK_FAULTS_DIR, archive_command, committed_bodies, publish, rows_at_least
+from .conftest import (TASK_FAULTS_DIR, archive_command, bodies_other_readers_see, committed_bodies, publish,
+                       rows_at_least)
 from .test_log_reader import retain
 
 pytestmark = pytest.mark.spark
@@ -72,6 +73,8 @@ def test_a_killed_driver_resumes_from_its_checkpoint(spark_nsqd, topic, tmp_path
     running.signal(signal.SIGINT)
     assert running.wait(90) == 0, running.output[-6000:]
     assert sorted(committed_bodies(out)) == sorted(first + second)
+    # the restart removed what the killed run wrote and never committed: readers that list the folder agree
+    assert bodies_other_readers_see(out) == sorted(first + second)
 
 
 def test_nsqd_killed_and_restarted_under_a_batch(start_nsqd, topic, tmp_path, archiver, monkeypatch):

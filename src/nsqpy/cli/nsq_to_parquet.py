@@ -10,8 +10,9 @@ nsqd, and nothing else.
 A topic retained on every nsqd (``nsqd --retention``) is read by offset
 (the log reader): no channel, nothing acknowledged, exactly once by
 construction; ``--starting-offsets`` and ``--starting-timestamp`` say where
-a first run starts (the checkpoint says where later ones do), and
-``--available-now`` ends at the offsets the logs had at start.
+a first run starts (the checkpoint says where later ones do; a topic read
+through a channel refuses them), ``--max-messages-per-batch`` caps its
+batches too, and ``--available-now`` ends at the offsets the logs had at start.
 
 ``--available-now`` first waits up to ``--held-wait`` seconds for messages
 that other consumers of the channel hold in flight (a stale run, another job
@@ -78,16 +79,17 @@ def parse_args(argv):
                         help="with --available-now: how long to wait for messages other consumers of the "
                              "channel hold in flight before archiving without them (exit status 3)")
     parser.add_argument("--max-messages-per-batch", type=int, default=DEFAULT_MAX_MESSAGES_PER_BATCH,
-                        help="cap on one micro-batch (as many connections per nsqd are opened as nsqd's "
-                             "--max-rdy-count requires)")
+                        help="cap on one micro-batch, for every reader (the channel readers open as many "
+                             "connections per nsqd as nsqd's --max-rdy-count requires)")
     parser.add_argument("--reader", choices=("auto", "driver", "executors", "log"), default="auto",
                         help="how nsqd is read: 'log' (a retained topic by offset, in the tasks; chosen by 'auto' "
                              "when the topic is retained on every nsqd), else through the channel: 'driver' (one "
                              "consumer in Spark's driver; auto's choice) or 'executors' (each batch split into "
                              "partitions per nsqd, read in parallel by the tasks and logged under the checkpoint, "
                              "which every executor must see)")
-    parser.add_argument("--starting-offsets", default="earliest", metavar="WHERE",
-                        help="log reader, first run: 'earliest', 'latest' or JSON of offsets per nsqd TCP address")
+    parser.add_argument("--starting-offsets", metavar="WHERE",
+                        help="log reader, first run: 'earliest' (the default), 'latest' or JSON of offsets per "
+                             "nsqd TCP address")
     parser.add_argument("--starting-timestamp", type=int, metavar="UNIX_MS",
                         help="log reader, first run: start at the first message accepted at this time or later")
     parser.add_argument("--wal", action="store_true",
@@ -112,8 +114,9 @@ def source_options(args) -> dict:
         "channel": args.channel,
         "max_messages_per_batch": str(args.max_messages_per_batch),
         "reader": "" if args.reader == "auto" else args.reader,
-        "startingOffsets": args.starting_offsets,
     }
+    if args.starting_offsets is not None:
+        options["startingOffsets"] = args.starting_offsets
     if args.starting_timestamp is not None:
         options["startingTimestamp"] = str(args.starting_timestamp)
     for name, values in (("lookupd_http_addresses", args.lookupd_http_address),
@@ -137,7 +140,7 @@ def preflight(args) -> tuple[dict, int]:
         import nsqpy.spark  # noqa: F401 - PySpark and PyArrow present, and recent enough
     except ImportError as error:
         return {}, _fail(str(error), 1)
-    from ..spark.logsource import choose_reader
+    from ..spark.logsource import choose_reader, refuse_stream_ends
     from ..spark.options import OptionError, SourceOptions
     from ..spark.preflight import Unreachable, check_spark_home, check_writable, reach
     from ..spark.session import CONNECT_SCHEME
@@ -149,10 +152,14 @@ def preflight(args) -> tuple[dict, int]:
         return {}, _fail(f"{error} (see nsq_to_parquet --help)", 2)
     try:
         args.chosen_reader = choose_reader(parsed)
+        if args.chosen_reader == "log":
+            refuse_stream_ends(parsed)  # an archive is a stream
     except OptionError as error:
         return {}, _fail(str(error), 1)
     if args.chosen_reader == "log":
         options.pop("walPath", None)  # a log is read again by offset: nothing to keep
+        if not parsed.log.starting.offsets:  # an archive starts at the log's start, not Spark's "latest"
+            options["startingOffsets"] = "earliest"
     try:
         check_writable("--output-dir", args.output_dir)
         check_writable("--checkpoint-dir", args.checkpoint_dir)
@@ -263,7 +270,7 @@ def what_is_read(args) -> str:
     """The first status line's account of the source and its reader."""
     if args.chosen_reader == "log":
         start = (f"from {args.starting_timestamp} ms" if args.starting_timestamp is not None
-                 else f"from {args.starting_offsets}")
+                 else f"from {args.starting_offsets or 'earliest'}")
         return (f"{'what the log holds now of ' if args.available_now else ''}{args.topic} with the log reader "
                 f"(retained on every nsqd; read by offset, {start} on a first run)")
     return (f"{'what is queued in ' if args.available_now else ''}{args.topic}/{args.channel} with the "

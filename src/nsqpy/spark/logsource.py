@@ -5,7 +5,8 @@ it is read from), streaming and batch, as Spark reads Kafka.
 A retained topic's nsqd keeps every message in a log addressed by offsets
 (nsqd's ``/topic/offsets`` and ``/topic/read``). So the driver only plans:
 a micro-batch is, per nsqd node, an offset range from where the last batch
-ended to where the log ends now (capped by ``maxOffsetsPerTrigger``), cut
+ended to where the log ends now (capped by ``maxOffsetsPerTrigger``, or by
+``max_messages_per_batch`` when only that is given), cut
 into partitions of about ``max_messages_per_partition``; Spark's tasks read
 their ranges over HTTP (``logread.py``). Offsets live in Spark's
 checkpoint, as ``{"offsets": {"<nsqd tcp address>": offset, ...},
@@ -33,7 +34,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from . import drain
 from .backlog import Node, find_nodes
 from .logread import LogGone, NotRetained, RangeReader, log_schema, offsets
-from .options import OptionError, SourceOptions
+from .options import LogPoint, OptionError, SourceOptions
 
 log = logging.getLogger("nsqpy.spark")
 
@@ -76,15 +77,40 @@ def not_retained_on(options: SourceOptions) -> str | None:
 def choose_reader(options: SourceOptions) -> str:
     """The reader asked for; without one, the log reader when the topic is
     retained on every nsqd, else the driver reader. ``reader=log`` on a
-    topic that is not retained everywhere is an ``OptionError``."""
+    topic that is not retained everywhere is an ``OptionError``, and so are
+    the log reader's options given to a channel reader, which would ignore
+    them."""
     if options.reader in ("driver", "executors"):
+        refuse_log_options(options, f"reader={options.reader} reads the topic through a channel")
         return options.reader
     reason = not_retained_on(options)
     if reason is None:
         return "log"
     if options.reader == "log":
         raise OptionError(f"option reader=log: {reason}")
+    refuse_log_options(options, reason)
     return "driver"
+
+
+def refuse_log_options(options: SourceOptions, reason: str) -> None:
+    """A start or an end asked of a topic read through a channel would be
+    ignored (a channel hands over what it holds): ``OptionError`` naming
+    them and ``reason``, why the topic is not read by offset."""
+    if options.log.given:
+        names = ", ".join(options.log.given)
+        raise OptionError(f"option {names} needs a retained topic, read by offset (docs/retention.md), and "
+                          f"{reason}; a plain topic is read through a channel, from what it holds: leave {names} "
+                          f"out{'' if options.channel else ' and give a channel'}")
+
+
+def refuse_stream_ends(options: SourceOptions) -> None:
+    """``endingOffsets`` and ``endingTimestamp`` bound batch reads; a
+    stream given them would read on past them: ``OptionError``."""
+    ending = [name for name in options.log.given if name.startswith("ending")]
+    if ending:
+        raise OptionError(f"option {', '.join(ending)}: a stream has no end, it reads on as each log grows: "
+                          f"give {'them' if len(ending) > 1 else 'it'} to a batch read (spark.read), or stop a "
+                          f"stream where the logs end as it starts with trigger(availableNow=True)")
 
 
 class LogPlanner:
@@ -109,18 +135,34 @@ class LogPlanner:
             self.http[node.tcp_address] = node.http_address
         return found
 
-    def points(self, extents: dict[str, dict], text: str, timestamp: int | None) -> dict[str, int]:
-        """Each node's offset for ``startingOffsets``/``endingOffsets``
-        (``text``) or their ``...Timestamp`` (Unix ms, over ``text``)."""
-        chosen = {}
+    def points(self, extents: dict[str, dict], point: LogPoint, default: str) -> dict[str, int]:
+        """Each node's offset for ``<edge>Offsets`` (``default`` when not
+        given) or ``<edge>Timestamp`` (Unix ms, over the offsets). JSON
+        naming a node that is not read is an ``OptionError``: its offset
+        would start or end nothing."""
+        if point.timestamp is not None:
+            return {node: self._offset_at(node, point) for node in extents}
+        text = point.offsets or default
         given = {} if text in ("earliest", "latest") else json.loads(text)
+        absent = sorted(set(given) - set(extents))
+        if absent:
+            raise OptionError(f"option {point.edge}Offsets names nsqd {', '.join(absent)}, which keeps no log of "
+                              f"topic {self.options.topic} read here (the nsqd read, by TCP address: "
+                              f"{', '.join(sorted(extents)) or 'none'})")
+        chosen = {}
         for node, extent in extents.items():
-            if timestamp is not None:
-                chosen[node] = offsets(self.http[node], self.options.topic, timestamp)["offset_at_time"]
-                continue
             value = given.get(node, EARLIEST if text == "earliest" else LATEST)
             chosen[node] = {EARLIEST: extent["earliest_offset"], LATEST: extent["latest_offset"]}.get(value, value)
         return chosen
+
+    def _offset_at(self, node: str, point: LogPoint) -> int:
+        """The node's first offset at or after the point's time (its log's
+        end for a time no record has reached, the future included)."""
+        try:
+            return offsets(self.http[node], self.options.topic, point.timestamp)["offset_at_time"]
+        except NotRetained as error:
+            raise OptionError(f"option {point.edge}Timestamp={point.timestamp}: nsqd {node} refused it: "
+                              f"{error}") from None
 
     def http_address(self, node: str) -> str:
         if node not in self.http:
@@ -161,19 +203,20 @@ def read_partition(options: SourceOptions, partition: InputPartition):
 
 class NSQLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Built in the driver's reader process and cloudpickled to the tasks,
-    which only call ``read(partition)``."""
+    which only call ``read(partition)``. An end given to a stream is
+    refused here, failing the query as it starts: ``load()`` asks only for
+    the schema, the same for a stream and a batch read."""
 
     def __init__(self, options: SourceOptions):
+        refuse_stream_ends(options)
         self.options = options
         self.planner = LogPlanner(options)
         self._target: dict[str, int] | None = None  # under availableNow: where each node's log ended at the start
         self._latest: dict[str, int] = {}
 
     def initialOffset(self) -> dict:
-        extents = self.planner.extents()
-        log_options = self.options.log
-        return {"offsets": self.planner.points(extents, log_options.starting_offsets or "latest",
-                                               log_options.starting_timestamp), "skipped": 0}
+        return {"offsets": self.planner.points(self.planner.extents(), self.options.log.starting, "latest"),
+                "skipped": 0}
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {node: extent["latest_offset"] for node, extent in self.planner.extents().items()}
@@ -250,10 +293,9 @@ class NSQLogBatchReader(DataSourceReader):
         self.planner = LogPlanner(options)
 
     def partitions(self):
-        log_options = self.options.log
         extents = self.planner.extents()
-        start = self.planner.points(extents, log_options.starting_offsets or "earliest", log_options.starting_timestamp)
-        end = self.planner.points(extents, log_options.ending_offsets, log_options.ending_timestamp)
+        start = self.planner.points(extents, self.options.log.starting, "earliest")
+        end = self.planner.points(extents, self.options.log.ending, "latest")
         for node, position in start.items():
             earliest = extents[node]["earliest_offset"]
             if position < earliest and end[node] > position and self.options.log.fail_on_data_loss:

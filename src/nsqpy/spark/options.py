@@ -164,38 +164,64 @@ class SourceOptions:
 
 
 @dataclasses.dataclass(frozen=True)
+class LogPoint:
+    """Where a log read starts or ends: ``<edge>Offsets`` (``earliest``,
+    ``latest`` or JSON per nsqd; "" when not given) or ``<edge>Timestamp``
+    (Unix ms, over the offsets when given)."""
+    edge: str  # "starting" or "ending", as the options are named
+    offsets: str
+    timestamp: int | None
+
+
+@dataclasses.dataclass(frozen=True)
 class LogOptions:
     """The log reader's options (retained topics), as Spark's Kafka source
     names them. Offsets are per nsqd node, keyed by its TCP address."""
-    starting_offsets: str  # "earliest", "latest", JSON {"host:port": offset, ...}; "": latest when
-    #                        streaming, earliest for a batch read (as Kafka's source has it)
-    starting_timestamp: int | None  # Unix ms; over starting_offsets when given
-    ending_offsets: str  # batch reads: "latest" or JSON
-    ending_timestamp: int | None
-    max_offsets_per_trigger: int  # 0: no limit
+    starting: LogPoint  # offsets "": latest when streaming, earliest for a batch read (as Kafka's source has it)
+    ending: LogPoint  # batch reads only; offsets "": latest
+    max_offsets_per_trigger: int  # 0: no limit; max_messages_per_batch when only that is given
     min_partitions: int  # 0: as many as max_messages_per_partition gives
     fail_on_data_loss: bool
     read_timeout: float  # seconds a task waits for an nsqd that does not answer before it fails
+    given: tuple[str, ...]  # the names of those given, as LOG_OPTIONS spells them
 
     @classmethod
     def parse(cls, options: dict) -> "LogOptions":
         return cls(
-            starting_offsets=_log_point(options, "startingoffsets", ""),
-            starting_timestamp=_number(options, "startingtimestamp", None, int) if "startingtimestamp" in options
-            else None,
-            ending_offsets=_log_point(options, "endingoffsets", "latest"),
-            ending_timestamp=_number(options, "endingtimestamp", None, int) if "endingtimestamp" in options else None,
-            max_offsets_per_trigger=_number(options, "maxoffsetspertrigger", 0, int),
+            starting=LogPoint("starting", _log_point(options, "startingoffsets"),
+                              _timestamp(options, "startingTimestamp")),
+            ending=LogPoint("ending", _log_point(options, "endingoffsets"), _timestamp(options, "endingTimestamp")),
+            # a batch cap given for the channel readers caps the log reader's batches too
+            max_offsets_per_trigger=_number(options, "maxoffsetspertrigger",
+                                            _number(options, "max_messages_per_batch", 0, int), int),
             min_partitions=_number(options, "minpartitions", 0, int),
             fail_on_data_loss=_convert("failOnDataLoss", bool, options.get("failondataloss", "true")),
             read_timeout=_number(options, "readtimeout", 60.0),
+            given=tuple(name for name in LOG_OPTIONS if name.lower() in options),
         )
 
 
-def _log_point(options: dict, name: str, default: str) -> str:
+#: Unix milliseconds below this are before March 1973, and as Unix seconds it is the year 5138: a smaller
+#: value is seconds given for milliseconds (as a start it would read a whole log, as an end nothing)
+_FIRST_MILLISECOND = 10 ** 11
+
+
+def _timestamp(options: dict, name: str) -> int | None:
+    """``name``'s Unix milliseconds, None when not given; a value in seconds
+    is refused with the value it likely meant."""
+    if name.lower() not in options:
+        return None
+    value = _convert(name, int, options[name.lower()])
+    if value < _FIRST_MILLISECOND:
+        meant = f": in seconds? the same time is {value * 1000}" if value > 0 else ""
+        raise OptionError(f"option {name} takes Unix milliseconds, and {value} is before 1973{meant}")
+    return value
+
+
+def _log_point(options: dict, name: str) -> str:
     """``earliest``, ``latest``, or JSON of offsets per nsqd (``-2``:
-    earliest, ``-1``: latest, as Kafka's source writes them)."""
-    text = options.get(name, default).strip()
+    earliest, ``-1``: latest, as Kafka's source writes them); "" when not given."""
+    text = options.get(name, "").strip()
     if text in ("earliest", "latest", ""):
         return text
     try:
