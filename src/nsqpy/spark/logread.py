@@ -88,11 +88,14 @@ class RangeReader:
     """Reads offsets [``start``, ``end``) of ``topic`` from one nsqd as Arrow
     record batches. An nsqd that does not answer is waited for up to
     ``wait`` seconds (a restart), then the read fails. Offsets removed by
-    retention: ``LogGone`` when ``fail_on_data_loss``, else skipped (logged)."""
+    retention: ``LogGone`` when ``fail_on_data_loss``, else skipped (logged).
+    ``auth_secret`` goes to an nsqd with AUTH on as ``Authorization: Bearer``
+    (nsqd asks its auth server whether the secret may subscribe to the topic)."""
 
     def __init__(self, http_address: str, node: str, topic: str, schema: StructType, *, dedup_key: bool,
-                 fail_on_data_loss: bool, wait: float):
+                 fail_on_data_loss: bool, wait: float, auth_secret: str = ""):
         self.http_address = http_address
+        self.headers = {"Authorization": f"Bearer {auth_secret}"} if auth_secret else {}
         self.node = node
         self.topic = topic
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
@@ -125,7 +128,7 @@ class RangeReader:
         deadline = time.monotonic() + self.wait
         while True:
             try:
-                connection.request("GET", f"/topic/read?{query}")
+                connection.request("GET", f"/topic/read?{query}", headers=self.headers)
                 response = connection.getresponse()
                 body = response.read()
                 break
@@ -141,6 +144,10 @@ class RangeReader:
                 raise OSError(f"nsq log reader: nsqd {self.node} refused offset {offset}: {_message(body)}")
             self._lost(offset, min(earliest, end))
             return b"", min(earliest, end), min(earliest, end)
+        if response.status in (401, 403):  # AUTH: never the secret itself, which nsqd does not echo
+            hint = " (give the secret as option auth_secret)" if response.status == 401 else ""
+            raise PermissionError(f"nsq log reader: nsqd {self.node} refused reading {self.topic}: "
+                                  f"{response.status} {_message(body)}{hint}")
         if response.status != 200:
             raise OSError(f"nsq log reader: nsqd {self.node} answered {response.status} reading {self.topic}: "
                           f"{_message(body)}")

@@ -197,7 +197,7 @@ def read_partition(options: SourceOptions, partition: InputPartition):
         return iter([])
     reader = RangeReader(partition.http_address, partition.node, options.topic, log_schema(options.dedup_key),
                          dedup_key=options.dedup_key, fail_on_data_loss=options.log.fail_on_data_loss,
-                         wait=options.log.read_timeout)
+                         wait=options.log.read_timeout, auth_secret=options.config.auth_secret)
     return reader.batches(partition.start, partition.end)
 
 
