@@ -52,6 +52,7 @@ from typing import BinaryIO, Callable, Final, Iterator, NoReturn
 
 from ..atomicfile import write_atomically
 from .journal import ACKED, DELIVERED_TO, ENTRY, FIRST_DELIVERY, READ_TO, Journal, checksum
+from .synchold import SyncHold
 
 _LENGTH: Final = struct.Struct(">i")
 RECORD_HEADER_SIZE: Final = _LENGTH.size  # the int32 length before every record
@@ -99,6 +100,7 @@ class DiskQueue:
         self._read_file_size = -1  # size of a read file older than the write file
         self._unsynced_ops = 0
         self.unsynced_writes = 0  # records written since the last fsync: lost by a crash
+        self.sync_hold: SyncHold | None = None  # its owner's, when it may hold a due fsync back (synchold.py)
         self._closed = False
         # records read but not acknowledged, in read order: [sequence, file number, position]
         self._outstanding: deque[tuple[int, int, int]] = deque()
@@ -577,7 +579,9 @@ class DiskQueue:
     def _count_op(self) -> None:
         self._unsynced_ops += 1
         if self._unsynced_ops >= self.sync_every:
-            self.sync()
+            hold = self.sync_hold
+            if hold is None or not hold.take(self):
+                self.sync()
 
     def _open_append(self, path: str) -> BinaryIO:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)

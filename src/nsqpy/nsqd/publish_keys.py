@@ -7,12 +7,18 @@ nowhere. The window is counted on the wall clock from the first publish,
 since it must hold across restarts; a repeat does not extend it.
 
 Keys are written to ``<data-path>/<topic>.keys``, one line
-``<accepted unix ms> <key>`` each, at the end of the loop turn that
-accepted them and before the turn's answers are sent (nsqd's
-``flush_dirty``), after the messages' own records; in durable mode
-(``--sync-every=1``) fsynced too. So a key that was answered OK is on
-disk whenever its message is, through kill -9. The file is rewritten
-with only the live keys once it holds twice as many lines as there are.
+``<accepted unix ms> <key>`` each, after their messages' own records and
+before the answers are sent. In durable mode (``--sync-every=1``) a
+keyed publish's key lines are written the moment its messages are, before
+their fsync (which nsqd holds back for it: diskqueue/synchold.py), and
+fsynced themselves after them, at the end of the loop's turn: a kill -9
+finds a message written without its key only within those few
+instructions, where a retry of the unanswered publish would be queued
+again. Otherwise keys are written at the end of the turn that accepted
+them (nsqd's ``flush_dirty``), as a topic log's records are. So a key
+that was answered OK is on disk whenever its message is. The file is
+rewritten with only the live keys once it holds twice as many lines as
+there are.
 An ephemeral topic keeps its keys in memory only, as it keeps its messages.
 
 A topic holds at most ``--max-publish-keys`` keys within its window; a
@@ -70,6 +76,7 @@ class PublishKeys:
         self.repeats = 0  # publishes answered OK without queuing, since the start
         self._accepted: OrderedDict[bytes, int] = OrderedDict()  # key -> accepted at (unix ms), oldest first
         self._unwritten: list[bytes] = []
+        self._unsynced = False  # written since the last fsync (durable mode)
         self._lines = 0  # in the file
         self._fd = -1  # the file, open for appending once written to
         if path is not None:
@@ -116,6 +123,11 @@ class PublishKeys:
         if self.path is not None:
             stamp = b"%d " % now
             self._write_later([stamp + key + b"\n" for key in keys])
+            if self.sync:  # durable mode: before the messages' held fsync (see above)
+                try:
+                    self._write()
+                except OSError:
+                    pass  # they stay waiting: the turn's flush tries again, and a failure there is answered
         return now
 
     def adopt(self, keys) -> list[tuple[int, bytes]]:
@@ -137,15 +149,23 @@ class PublishKeys:
         return [(at, key) for key, at in self._accepted.items()]
 
     def _write_later(self, lines: list[bytes]) -> None:
-        if not self._unwritten:
+        if not self.waiting:
             self.on_pending(self)
         self._unwritten += lines
 
     def flush(self) -> None:
-        """Write the keys remembered in this turn (nsqd's ``flush_dirty``).
-        Raises ``OSError``; the keys stay in memory and wait for the next."""
-        if not self._unwritten or self.path is None:
+        """Write, and in durable mode fsync, the keys remembered in this turn
+        (nsqd's ``flush_dirty``). Raises ``OSError``; the keys stay in memory
+        and wait for the next."""
+        if self.path is None:
             return
+        if self._unwritten:
+            self._write()
+        if self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = False
+
+    def _write(self) -> None:
         if self._lines >= _REWRITE_AT_LEAST:
             self._expire(self.window())
             if self._lines >= 2 * len(self._accepted):
@@ -155,20 +175,20 @@ class PublishKeys:
             assert self.path is not None
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.write(self._fd, b"".join(self._unwritten))
-        if self.sync:
-            os.fsync(self._fd)
+        self._unsynced = self.sync
         self._lines += len(self._unwritten)
         self._unwritten = []
 
     @property
     def waiting(self) -> bool:
-        """Keys remembered in this turn wait for its end to be written."""
-        return bool(self._unwritten)
+        """Keys remembered in this turn wait for its end to be written or fsynced."""
+        return bool(self._unwritten) or self._unsynced
 
     def discard(self) -> None:
         """The topic is deleted: nothing more is written (its file is removed by nsqd)."""
         self._accepted.clear()
         self._unwritten = []
+        self._unsynced = False
         self._close_file()
         self.path = None
 
@@ -191,6 +211,7 @@ class PublishKeys:
         write_atomically(self.path, b"".join(lines), durable=self.sync)
         self._lines = len(lines)
         self._unwritten = []
+        self._unsynced = False
 
     def _expire(self, window: float) -> None:
         horizon = round((self.clock() - window) * 1000)

@@ -131,6 +131,7 @@ def open_topic_log(nsqd, topic_name: str) -> "TopicLog":
     topic_log = TopicLog(log_directory(nsqd.data_path, topic_name), segment_bytes=options.max_bytes_per_file,
                          sync_every=options.sync_every, logger=nsqd.log)
     topic_log.on_pending = nsqd.flush_soon
+    topic_log.sync_hold = nsqd.sync_hold
     return topic_log
 
 

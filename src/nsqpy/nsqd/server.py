@@ -11,6 +11,7 @@ import os
 import time
 
 from ..diskqueue import DiskQueue
+from ..diskqueue.synchold import SyncHold
 from ..errors import StartupError
 from ..net import ListenError, bound_address, bound_port, close_listeners, listen, serve_tcp
 from ..protocol import NSQ_VERSION
@@ -61,6 +62,8 @@ class NSQD:
         self.topics: dict[str, Topic] = {}
         self.timed_channels: set = set()  # channels with messages in flight or deferred (Channel keeps it)
         self._dirty_disks: list[DiskQueue] = []  # disk queues with acknowledgements to flush (flush_dirty)
+        # durable mode: a keyed publish's fsyncs wait for its keys' write (diskqueue/synchold.py)
+        self.sync_hold = SyncHold() if options.sync_every == 1 else None
         # OKs queued for publishes whose records wait for their log's write at the end of this turn
         self._answered_early: dict = {}  # topic log -> [(client, place in its answers, code, command)]
         self.clients: dict[int, ClientV2] = {}
@@ -387,6 +390,7 @@ class NSQD:
     def _open_disk(self, name: str, deferred: bool = False) -> DiskQueue:
         disk = open_disk_queue(self.options, self.data_path, name, self.log, deferred=deferred)
         disk.on_dirty = self.flush_soon
+        disk.sync_hold = self.sync_hold
         return disk
 
     def flush_soon(self, disk) -> None:

@@ -127,11 +127,18 @@ class Topic:
         if len(fresh) < len(keys):
             keys = [keys[index] for index in fresh]
             bodies = [bodies[index] for index in fresh]
-        if len(bodies) > 1 and not defer:  # queued as one buffer, as an MPUB is (batch.py)
-            self.publish_mpub(encode_mpub_body(bodies), len(bodies), timestamp)
-        else:
-            self.publish(bodies, timestamp, defer)
-        accepted = remembered.remember(keys)
+        hold = self.nsqd.sync_hold if remembered.path is not None else None
+        if hold is not None:  # durable mode: the keys are written between the messages' write and fsync
+            hold.hold()
+        try:
+            if len(bodies) > 1 and not defer:  # queued as one buffer, as an MPUB is (batch.py)
+                self.publish_mpub(encode_mpub_body(bodies), len(bodies), timestamp)
+            else:
+                self.publish(bodies, timestamp, defer)
+            accepted = remembered.remember(keys)
+        finally:
+            if hold is not None:
+                hold.release()
         replication = self.nsqd.replication
         if replication is not None:
             replication.keyed(self.name, self.publish_key_window, [(accepted, key) for key in keys])

@@ -39,6 +39,7 @@ from typing import Callable, Final, NamedTuple
 from ..atomicfile import write_atomically
 from ..protocol import logchunk
 from ..protocol.logchunk import HEADER_SIZE, Records, deferred_flags
+from ..diskqueue.synchold import SyncHold
 from .pending import Pending
 from .segment import SEGMENT_SUFFIX, Segment
 
@@ -86,6 +87,7 @@ class TopicLog:
         self._fd = -1
         self._unsynced = 0
         self._dirty = False  # written since the last fsync
+        self.sync_hold: SyncHold | None = None  # its owner's, when it may hold a due fsync back (synchold.py)
         self._closed = False
         self._pending = Pending()
         self._next_offset = 0
@@ -161,8 +163,7 @@ class TopicLog:
             pending.flags = 0
             self._next_offset = first
             raise
-        if self._unsynced >= self.sync_every:
-            self.sync()
+        self._sync_when_due()
         return first
 
     def append_mpub(self, payload: bytes, count: int, timestamp: int, ids: list[bytes]) -> int:
@@ -192,7 +193,11 @@ class TopicLog:
                 raise
         elif len(pending) == count and self.on_pending is not None:
             self.on_pending(self)
-        if self._unsynced >= self.sync_every:
+        self._sync_when_due()
+
+    def _sync_when_due(self) -> None:
+        hold = self.sync_hold
+        if self._unsynced >= self.sync_every and (hold is None or not hold.take(self)):
             self.sync()
 
     def flush(self) -> None:
