@@ -124,6 +124,39 @@ def test_a_replay_resumes_after_a_restart(start_nsqd, topic, tmp_path):
     assert [body for _, body, _ in received] == [b.decode() for b in bodies]
 
 
+def test_after_a_restart_in_a_replay_first_deliveries_keep_their_order_and_redeliveries_take_turns(
+        start_nsqd, topic, tmp_path):
+    """A consumer finishes 20,000 of a replay and leaves with up to 50 in flight;
+    nsqd restarts cleanly. The 50 come again taking turns with the next
+    records (as any redelivery does, so none waits behind a backlog), and
+    every record delivered for the first time comes in the log's order."""
+    data = tmp_path / "kept"
+    nsqd = start_nsqd("--retention=1h", data_path=data)
+    post(nsqd, f"/topic/create?topic={topic}")
+    bodies = [b"r%05d" % i for i in range(50_000)]
+    mpub(nsqd, topic, bodies, 1000)
+    post(nsqd, f"/channel/create?topic={topic}&channel=c&from=earliest")
+    with WireConn(nsqd.tcp_hostport) as c:
+        c.subscribe(topic, "c", rdy=50)
+        for _ in range(20_000):
+            c.send(cmd.fin(c.message(timeout=30).id))
+        c.send(cmd.rdy(0))
+        c.answers_handled()  # those sent after the last FIN are in flight as it leaves
+    nsqd.stop()
+
+    nsqd = start_nsqd("--retention=1h", data_path=data)
+    first, again = [], []
+    with WireConn(nsqd.tcp_hostport) as c:
+        c.subscribe(topic, "c", rdy=100)
+        while len(first) + len(again) < 30_000:
+            message = c.message(timeout=30)
+            (first if message.attempts == 1 else again).append(message.body)
+            c.send(cmd.fin(message.id))
+        c.expect_nothing(1)
+    assert 0 < len(again) <= 50 and sorted(again) == bodies[20_000:20_000 + len(again)]
+    assert first == bodies[20_000 + len(again):]
+
+
 def test_a_retained_topic_without_channels_keeps_its_backlog_in_the_log_for_the_first_channel(
         start_nsqd, topic, tmp_path):
     data = tmp_path / "kept"

@@ -96,6 +96,21 @@ def test_the_oldest_message_goes_first_whichever_side_holds_it(tmp_path):
     assert len(queue) == 0
 
 
+def test_one_publish_split_between_the_sides_goes_out_in_id_order(tmp_path):
+    """Its messages share one timestamp: an overflow leaves its first ones in
+    memory, a replay resumed after a clean stop its later ones."""
+    ids = [b"%016x" % i for i in range(6)]
+    (tmp_path / "overflow").mkdir()
+    (tmp_path / "resumed").mkdir()
+    overflow = MessageQueue(3, disk(tmp_path / "overflow"))
+    overflow.put_many([Message(i, i, 7) for i in ids])
+    assert [m.id for m in drain(overflow)] == ids
+    resumed = MessageQueue(3, disk(tmp_path / "resumed"))
+    resumed.disk.put_many([Message(i, i, 7).encode() for i in ids[:3]])  # what memory held at the stop
+    resumed.put_many([Message(i, i, 7) for i in ids[3:]])
+    assert [m.id for m in drain(resumed)] == ids
+
+
 def test_the_disk_side_keeps_its_order_against_a_requeue(tmp_path):
     queue = MessageQueue(1, disk(tmp_path))
     queue.put(Message(b"%016d" % 1, b"1", 10))

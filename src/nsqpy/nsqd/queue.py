@@ -209,7 +209,11 @@ class MessageQueue:
         if disk_head.attempts or (isinstance(head, Message) and head.attempts):
             self._disk_turn = not self._disk_turn
             return self._disk_turn
-        return disk_head.timestamp < head.timestamp
+        if disk_head.timestamp != head.timestamp:
+            return disk_head.timestamp < head.timestamp
+        # one publish split between the sides (an overflow, or a replay resumed behind what a clean stop
+        # saved to disk): nsqd's ids grow within a publish
+        return isinstance(head, Message) and disk_head.id < head.id
 
     @staticmethod
     def _read_disk(disk: Backing) -> Message | None:

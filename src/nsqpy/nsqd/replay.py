@@ -162,8 +162,10 @@ class Replay:
             self._schedule(TICK)
             return
         queue = channel.queue
-        # into memory while the channel keeps one (the log is its disk), else its disk queue
-        room = min(queue.capacity - queue.memory_depth if queue.capacity else WINDOW - len(queue), WINDOW)
+        # into memory while the channel keeps one (the log is its disk), else its disk queue; room is
+        # counted over both, so records still on the disk queue (what memory held at a clean stop) are
+        # delivered before any the replay moves in after them, in the log's order
+        room = min((queue.capacity or WINDOW) - len(queue), WINDOW)
         if room > 0:
             try:
                 self._move(topic_log, room)
