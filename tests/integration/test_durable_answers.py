@@ -137,10 +137,14 @@ def test_fins_survive_kill_9_between_syncs(tmp_path):
                        ["topics"][0]["channels"][0]["in_flight_count"] == 1, timeout=30)
             daemon.process.kill()
             daemon.process.wait(10)
+    killed = daemon
     with nsqd_process(str(data), *flags) as daemon:
         with WireConn(daemon.tcp_hostport) as c:
             c.subscribe("t", "ch", rdy=100)
-            assert c.drain(quiet=1.5) == [handled[-1].body]
+            again = c.drain(quiet=1.5)
+        # should it fail: what both nsqd said of their disk queues (a journal refused, a flush failed)
+        said = [line for line in (*killed.log_lines, *daemon.log_lines) if "diskqueue" in line.lower()]
+        assert again == [handled[-1].body], said
 
 
 def test_a_new_topic_and_channel_finished_before_their_first_sync_stay_finished(tmp_path):
