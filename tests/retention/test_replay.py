@@ -106,13 +106,21 @@ def test_a_rewound_channel_holds_the_replay_only(start_nsqd, topic):
     assert channel_stats(nsqd, topic, "c")["depth"] == 0
 
 
-def test_a_replay_resumes_after_a_restart(start_nsqd, topic, tmp_path):
-    data = tmp_path / "kept"
+def replaying(start_nsqd, data, topic: str, count: int):
+    """nsqd retaining ``topic`` in ``data``, ``count`` messages published
+    (MPUBs of 1,000), and channel ``c`` replaying them from the earliest.
+    -> (nsqd, the bodies)."""
     nsqd = start_nsqd("--retention=1h", data_path=data)
     post(nsqd, f"/topic/create?topic={topic}")
-    bodies = [b"r%05d" % i for i in range(30_000)]
+    bodies = [b"r%05d" % i for i in range(count)]
     mpub(nsqd, topic, bodies, 1000)
     post(nsqd, f"/channel/create?topic={topic}&channel=c&from=earliest")
+    return nsqd, bodies
+
+
+def test_a_replay_resumes_after_a_restart(start_nsqd, topic, tmp_path):
+    data = tmp_path / "kept"
+    nsqd, bodies = replaying(start_nsqd, data, topic, 30_000)
     # the replay fills the channel's window and waits for its consumers
     wait_until(lambda: channel_stats(nsqd, topic, "c")["depth"] >= 10_000)
     stats = channel_stats(nsqd, topic, "c")
@@ -131,11 +139,7 @@ def test_after_a_restart_in_a_replay_first_deliveries_keep_their_order_and_redel
     records (as any redelivery does, so none waits behind a backlog), and
     every record delivered for the first time comes in the log's order."""
     data = tmp_path / "kept"
-    nsqd = start_nsqd("--retention=1h", data_path=data)
-    post(nsqd, f"/topic/create?topic={topic}")
-    bodies = [b"r%05d" % i for i in range(50_000)]
-    mpub(nsqd, topic, bodies, 1000)
-    post(nsqd, f"/channel/create?topic={topic}&channel=c&from=earliest")
+    nsqd, bodies = replaying(start_nsqd, data, topic, 50_000)
     with WireConn(nsqd.tcp_hostport) as c:
         c.subscribe(topic, "c", rdy=50)
         for _ in range(20_000):
