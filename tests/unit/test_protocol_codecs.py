@@ -105,6 +105,20 @@ def test_bad_body_command_parameters_do_not_wait_for_the_body(line):
     assert command.body is None and command.body_error is None  # the handler refuses the parameters
 
 
+def test_topics_a_connection_named_before_do_not_let_a_bad_name_through():
+    """The reader remembers the valid topic names a connection used (a
+    bounded few), never a refused one: a bad name after a hundred good ones
+    is still refused before its body."""
+    reader = v2_reader(max_msg_size=100, max_body_size=200)
+    for index in range(100):
+        for _ in range(2):
+            (command,) = reader.feed(b"PUB t%d\n" % index + struct.pack(">i", 1) + b"x")
+            assert command.body == b"x"
+    for _ in range(2):
+        (command,) = reader.feed(b"PUB bad*topic\n")
+        assert command.body is None
+
+
 @pytest.mark.parametrize("cut, expected", [
     (b"PUB t\n", ("E_BAD_MESSAGE", "PUB failed to read message body size")),
     (b"PUB t\n\x00\x00\x00\x05ab", ("E_BAD_MESSAGE", "PUB failed to read message body")),

@@ -90,6 +90,8 @@ class ClientV2:
         self.msg_timeout = settings.msg_timeout / 1000
         self.sample_rate = settings.sample_rate
         self.buffer_size = settings.output_buffer_size
+        # the whole-command deadline (V2Protocol): twice the heartbeat interval, 0 for none
+        self.command_time = 2 * settings.heartbeat_interval / 1000
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             self._heartbeat = None

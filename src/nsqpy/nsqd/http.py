@@ -16,7 +16,7 @@ from ..protocol.commands import parse_mpub_body
 from ..protocol.errors import ProtocolError
 from ..protocol.keyed import key_problem, keyed_lines, parse_kmpub_body
 from ..protocol.names import is_valid_topic_name
-from . import stats as stats_module
+from . import publishing, stats as stats_module
 from .dead_letter import is_valid_dead_letter_topic, parse_max_attempts
 from .bounds import QueueFull, parse_full_policy, parse_max_depth
 from .deferred_view import DEFAULT_LIMIT, MAX_LIMIT, deferred_listing
@@ -129,9 +129,9 @@ class HttpApi:
             raise HttpError(503, f"PUB_FAILED {refused}")
         try:
             if keys is None:
-                nsqd.publish(topic_name, bodies, defer)
+                publishing.publish(nsqd, topic_name, bodies, defer)
             else:
-                nsqd.publish_keyed(topic_name, keys, bodies, defer)
+                publishing.publish_keyed(nsqd, topic_name, keys, bodies, defer)
         except KeysRefused as error:
             raise HttpError(503 if error.code == "KEYS_FULL" else 400, f"{error.code} {error}") from None
         except TopicExiting:
@@ -140,7 +140,7 @@ class HttpApi:
             raise HttpError(503, f"QUEUE_FULL {error}") from None
         except OSError:
             raise HttpError(500, "INTERNAL_ERROR") from None
-        nsqd.flush_dirty()  # a retained topic's records, publish keys, are in their files before the OK
+        nsqd.dirty.flush()  # a retained topic's records, publish keys, are in their files before the OK
         acks = None if nsqd.replication is None else nsqd.replication.acks()
         if acks is not None:  # a replicated nsqd answers once its peers hold copies
             try:

@@ -15,7 +15,7 @@ fsynced themselves after them, at the end of the loop's turn: a kill -9
 finds a message written without its key only within those few
 instructions, where a retry of the unanswered publish would be queued
 again. Otherwise keys are written at the end of the turn that accepted
-them (nsqd's ``flush_dirty``), as a topic log's records are. So a key
+them (dirty.py), as a topic log's records are. So a key
 that was answered OK is on disk whenever its message is. The file is
 rewritten with only the live keys once it holds twice as many lines as
 there are.
@@ -155,7 +155,7 @@ class PublishKeys:
 
     def flush(self) -> None:
         """Write, and in durable mode fsync, the keys remembered in this turn
-        (nsqd's ``flush_dirty``). Raises ``OSError``; the keys stay in memory
+        (dirty.py). Raises ``OSError``; the keys stay in memory
         and wait for the next."""
         if self.path is None:
             return

@@ -130,7 +130,7 @@ def open_topic_log(nsqd, topic_name: str) -> "TopicLog":
     options = nsqd.options
     topic_log = TopicLog(log_directory(nsqd.data_path, topic_name), segment_bytes=options.max_bytes_per_file,
                          sync_every=options.sync_every, logger=nsqd.log)
-    topic_log.on_pending = nsqd.flush_soon
+    topic_log.on_pending = nsqd.dirty.mark
     topic_log.sync_hold = nsqd.sync_hold
     return topic_log
 
@@ -155,7 +155,7 @@ def open_cursor(nsqd, topic, channel_name: str, side):
         replay_file = ""
     cursor = CursorQueue(f"{topic.name}:{channel_name}", topic_log, channel_name, side, start=start,
                          live_from=live_from, sync_every=nsqd.options.sync_every, logger=nsqd.log)
-    cursor.on_dirty = nsqd.flush_soon
+    cursor.on_dirty = nsqd.dirty.mark
     if replay_file:
         os.remove(replay_file)
     return cursor

@@ -18,12 +18,12 @@ from ..protocol import NSQ_VERSION
 from ..protocol import lookup as lookup_v1
 from ..protocol import replication as replication_records
 from ..protocol.identify import IdentifyPolicy
-from ..protocol.errors import ProtocolError
 from ..protocol.names import is_ephemeral
-from . import metadata, retention
+from . import metadata, publishing, retention
 from .auth import AuthClient
 from .busypoll import BusyPoll
 from .client import ClientV2
+from .dirty import DirtyWriters
 from .latency import LatencyWindow
 from .lookup import LookupPeer
 from .options import NsqdOptions
@@ -61,11 +61,9 @@ class NSQD:
         self.data_path = options.data_path or os.getcwd()
         self.topics: dict[str, Topic] = {}
         self.timed_channels: set = set()  # channels with messages in flight or deferred (Channel keeps it)
-        self._dirty_disks: list[DiskQueue] = []  # disk queues with acknowledgements to flush (flush_dirty)
+        self.dirty = DirtyWriters(self)  # what each loop turn leaves for the disk (dirty.py)
         # durable mode: a keyed publish's fsyncs wait for its keys' write (diskqueue/synchold.py)
         self.sync_hold = SyncHold() if options.sync_every == 1 else None
-        # OKs queued for publishes whose records wait for their log's write at the end of this turn
-        self._answered_early: dict = {}  # topic log -> [(client, place in its answers, code, command)]
         self.clients: dict[int, ClientV2] = {}
         self._next_client_id = 0
         self.start_time = int(time.time())
@@ -113,7 +111,7 @@ class NSQD:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.busy_poll = BusyPoll(self.loop, self.options.busy_poll)
-        self.writes = Writes(self.loop, self.busy_poll, self.flush_dirty)
+        self.writes = Writes(self.loop, self.busy_poll, self.dirty.flush)
         self.log.info("ID: %d", self.options.node_id)
         self._lock_data_path()
         sockets: list = []
@@ -389,48 +387,9 @@ class NSQD:
 
     def _open_disk(self, name: str, deferred: bool = False) -> DiskQueue:
         disk = open_disk_queue(self.options, self.data_path, name, self.log, deferred=deferred)
-        disk.on_dirty = self.flush_soon
+        disk.on_dirty = self.dirty.mark
         disk.sync_hold = self.sync_hold
         return disk
-
-    def flush_soon(self, disk) -> None:
-        """``disk`` has acknowledgements or marks not yet written (a topic
-        log: records), and they are,
-        once the work of this loop turn is done (``flush_dirty``)."""
-        self._dirty_disks.append(disk)
-        if len(self._dirty_disks) == 1:
-            self.loop.call_soon(self.flush_dirty)
-
-    def flush_dirty(self) -> None:
-        """Every acknowledgement and mark so far written to the disk queues'
-        journals (no fsync: a sync every --sync-every or --sync-timeout does
-        that), so a crash of this process loses none: a FIN stays done
-        through kill -9 whatever the sync settings. One write per queue
-        touched in a loop turn, however many FINs it had."""
-        if not self._dirty_disks:
-            return
-        dirty, self._dirty_disks = self._dirty_disks, []
-        answered, self._answered_early = self._answered_early, {}
-        for disk in dirty:
-            try:
-                disk.flush()
-            except OSError as error:
-                self.health_error = str(error)
-                self.log.error("DISKQUEUE(%s): flush failed: %s", disk.name, error)
-                self._take_back(answered.get(disk, ()), error)
-
-    def answered_before_write(self, waiting, client, code: str, command: str) -> None:
-        """``client``'s OK is queued for a publish whose records (or keys)
-        wait for the writes of ``waiting`` at the end of this turn
-        (flush_dirty, before any answer is sent): if one fails, the
-        publisher gets ``code`` instead, as it would have had the write
-        come first."""
-        for writer in waiting:
-            self._answered_early.setdefault(writer, []).append((client, client.answer_place(), code, command))
-
-    def _take_back(self, answers, error: OSError) -> None:
-        for client, place, code, command in answers:
-            client.replace_answer(place, ProtocolError(code, f"{command} failed {error}"))
 
     def open_topic_log(self, topic_name: str):
         return retention.open_topic_log(self, topic_name)
@@ -446,7 +405,7 @@ class NSQD:
         path = None if topic.ephemeral else keys_path(self.data_path, topic.name)
         keys = PublishKeys(topic.name, path, lambda: topic.publish_key_window, self.options.max_publish_keys,
                            sync=self.options.sync_every == 1)
-        keys.on_pending = self.flush_soon
+        keys.on_pending = self.dirty.mark
         return keys
 
     def close_publish_keys(self, keys: PublishKeys) -> None:
@@ -529,41 +488,6 @@ class NSQD:
         self.log.info("TOPIC(%s): deleted", name)
         self.notify_changed(topic, deleted=True)
 
-    def publish(self, topic_name: str, bodies: list[bytes], defer: float = 0.0, ids: list[bytes] | None = None):
-        """-> what waits for the end of the turn's write (``_publish``)."""
-        return self._publish(topic_name, lambda topic: topic.publish(bodies, time.time_ns(), defer, ids))
-
-    def publish_mpub(self, topic_name: str, body: bytes, count: int):
-        """An MPUB's validated body, queued as it is (``Topic.publish_mpub``)."""
-        return self._publish(topic_name, lambda topic: topic.publish_mpub(body, count, time.time_ns()))
-
-    def publish_keyed(self, topic_name: str, keys: list[bytes], bodies: list[bytes], defer: float = 0.0):
-        """Keyed publishes (``Topic.publish_keyed``); -> as ``_publish``."""
-        return self._publish(topic_name, lambda topic: topic.publish_keyed(keys, bodies, time.time_ns(), defer))
-
-    def _publish(self, topic_name: str, put):
-        """``put(topic)``; a disk that refuses makes nsqd unhealthy until a
-        publish succeeds again. -> what waits for the end of this turn's
-        write (answered_before_write): the topic's log with its records,
-        its publish keys with theirs; usually nothing."""
-        try:
-            topic = self.get_topic(topic_name)
-            put(topic)
-        except OSError as error:
-            self.health_error = str(error)
-            self.log.error("TOPIC(%s): failed to put messages: %s", topic_name, error)
-            raise
-        if self.health_error is not None:
-            self.health_error = None
-        waiting: tuple = ()
-        topic_log = topic.topic_log
-        if topic_log is not None and topic_log.waiting:
-            waiting = (topic_log,)
-        keys = topic.publish_keys
-        if keys is not None and keys.waiting:
-            waiting += (keys,)
-        return waiting
-
     def publish_dead_letter(self, channel, message) -> bool:
         """A channel gives up on ``message`` (dead_letter.py): its body goes
         to the channel's dead-letter topic as a new message with the same id.
@@ -571,7 +495,7 @@ class NSQD:
         and the channel delivers the message as usual."""
         name = channel.dead_letter_topic
         try:
-            self.publish(name, [message.body], ids=[message.id])
+            publishing.publish(self, name, [message.body], ids=[message.id])
         except (TopicExiting, QueueFull, OSError) as error:
             self.log.warning("TOPIC(%s): CHANNEL(%s): cannot dead-letter %s to %s: %s", channel.topic.name,
                              channel.name, message.id.decode("ascii", "replace"), name, error or "exiting")

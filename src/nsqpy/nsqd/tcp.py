@@ -23,11 +23,14 @@ from ..protocol.names import is_valid_channel_name, is_valid_topic_name
 from ..protocol.replication import NotAMember, new_nonce
 from ..protocol.v2 import ALLOWED, CONFIRM, START_TLS, State, invalid_in_state, upgrade_steps
 from .auth import AuthError
+from .busypoll import BusyPoll
 from .client import ClientV2
 from .deadline import Deadline
+from .dirty import DirtyWriters
 from .tls import connection_info
 from .bounds import QueueFull
 from .publish_keys import KeysRefused
+from .publishing import publish, publish_keyed, publish_mpub
 from .replication.links import ReplicationShort
 from .topic import TopicExiting
 
@@ -85,6 +88,14 @@ class V2Protocol(asyncio.Protocol):
 
     def __init__(self, nsqd) -> None:
         self.nsqd = nsqd
+        # what every command reads of nsqd, fixed once it has started: held here,
+        # as compiled code reads its own attributes in a step and nsqd's in a lookup
+        self.dirty: DirtyWriters = nsqd.dirty
+        self.busy_poll: BusyPoll = nsqd.busy_poll
+        self.topics: dict = nsqd.topics
+        self.replication: Any = nsqd.replication
+        self.auth_client: Any = nsqd.auth
+        self.tls_required: bool = nsqd.tls_required_tcp
         self.transport: Any = None
         self.client: ClientV2 | None = None
         self.reader: Any = None  # a CommandReader once the magic is read
@@ -116,7 +127,7 @@ class V2Protocol(asyncio.Protocol):
             options = self.nsqd.options
             client = self.client = self.nsqd.add_client(self.transport)
             self.reader = v2_reader(options.max_msg_size, options.max_body_size, int(options.max_req_timeout * 1000),
-                                    None if self.nsqd.replication is None else client.proved_member)
+                                    None if self.replication is None else client.proved_member)
             self.deadline.set(self._command_time())
             if not data:
                 return
@@ -132,7 +143,7 @@ class V2Protocol(asyncio.Protocol):
         commands = self.reader.feed(data)
         if commands:
             self._run(client, commands)
-        self.nsqd.busy_poll.restart()
+        self.busy_poll.restart()
 
     def eof_received(self) -> bool:
         """A client that stops sending hears the answers to what it sent
@@ -150,8 +161,8 @@ class V2Protocol(asyncio.Protocol):
         """Execute commands in order. A handler that must wait (AUTH asks a
         server) returns a coroutine: reading pauses, and the commands after it
         run once it is done, so answers keep their order."""
-        handlers = _HANDLERS if self.nsqd.replication is None else _REPLICATED_HANDLERS
-        tls_required = self.nsqd.tls_required_tcp and not client.tls
+        handlers = _HANDLERS if self.replication is None else _REPLICATED_HANDLERS
+        tls_required = self.tls_required and not client.tls
         replies = client.replies
         for index, command in enumerate(commands):
             if command is ABORT:
@@ -172,7 +183,7 @@ class V2Protocol(asyncio.Protocol):
                     continue
                 waiting = handler(self, client, command)
                 if waiting is not None:
-                    self.nsqd.flush_dirty()
+                    self.dirty.flush()
                     client.flush()
                     self._block("command")
                     asyncio.get_running_loop().create_task(
@@ -188,7 +199,7 @@ class V2Protocol(asyncio.Protocol):
         if answered:
             # a reply confirms every answer before it (CLOSE_WAIT after FINs, the error
             # of a FIN nobody holds): by then they are written where kill -9 cannot reach
-            self.nsqd.flush_dirty()
+            self.dirty.flush()
         if answered > 1:
             # a client pipelining commands: its answers now, so that a peer that reads
             # none stops this connection's reading below (the loop reads a socket many
@@ -203,7 +214,7 @@ class V2Protocol(asyncio.Protocol):
 
     def _failed(self, client: ClientV2, error: ProtocolError) -> bool:
         """Send the error; True when it is fatal and the connection is closed."""
-        self.nsqd.flush_dirty()  # a reply: the answers before it first (see _run)
+        self.dirty.flush()  # a reply: the answers before it first (see _run)
         client.send_error(error)
         if not error.fatal:
             return False
@@ -265,8 +276,8 @@ class V2Protocol(asyncio.Protocol):
 
     def _command_time(self) -> float:
         """Seconds a whole command may take: twice the heartbeat interval, 0 for none."""
-        interval = self.client.settings.heartbeat_interval if self.client is not None else DEFAULT_HEARTBEAT_INTERVAL_MS
-        return 2 * interval / 1000
+        client = self.client
+        return client.command_time if client is not None else 2 * DEFAULT_HEARTBEAT_INTERVAL_MS / 1000
 
     def _deadline_passed(self) -> None:
         client = self.client
@@ -286,7 +297,7 @@ class V2Protocol(asyncio.Protocol):
 
     def _topic_name(self, raw: bytes, command: str) -> str:
         name = _name(raw)
-        if name not in self.nsqd.topics and not is_valid_topic_name(name):  # a topic held was checked
+        if name not in self.topics and not is_valid_topic_name(name):  # a topic held was checked
             raise ProtocolError(errors.E_BAD_TOPIC, f"{command} topic name {_go_quoted(raw)} is not valid")
         return name
 
@@ -364,7 +375,7 @@ class V2Protocol(asyncio.Protocol):
             raise command.body_error
         if client.auth is not None:
             raise _invalid("AUTH already set")
-        if self.nsqd.auth is None:
+        if self.auth_client is None:
             raise ProtocolError(errors.E_AUTH_DISABLED, "AUTH disabled")
         return self._authenticate(client, command.body.decode("utf-8", "replace"))
 
@@ -378,7 +389,7 @@ class V2Protocol(asyncio.Protocol):
 
     async def _query_auth(self, client: ClientV2, secret: str):
         try:
-            return await self.nsqd.auth.query(secret, client.remote_ip, bool(client.tls), client.common_name)
+            return await self.auth_client.query(secret, client.remote_ip, bool(client.tls), client.common_name)
         except AuthError:
             raise ProtocolError(errors.E_AUTH_FAILED, "AUTH failed") from None
 
@@ -386,7 +397,7 @@ class V2Protocol(asyncio.Protocol):
                          action) -> Awaitable[None] | None:
         """Run ``action`` if AUTH allows it: at once while the grant is fresh,
         after asking the auth server again once its TTL has passed."""
-        if self.nsqd.auth is None:
+        if self.auth_client is None:
             return action()
         state = client.auth
         if state is None:
@@ -486,7 +497,7 @@ class V2Protocol(asyncio.Protocol):
         if command.body_error is not None:
             raise command.body_error
         return self._with_permission(client, "PUB", "publish", topic_name, "", lambda: self._publish(
-            client, topic_name, lambda: self.nsqd.publish(topic_name, [command.body]), 1, errors.E_PUB_FAILED,
+            client, topic_name, lambda: publish(self.nsqd, topic_name, [command.body]), 1, errors.E_PUB_FAILED,
             "PUB"))
 
     def dpub(self, client: ClientV2, command) -> Awaitable[None] | None:
@@ -498,7 +509,7 @@ class V2Protocol(asyncio.Protocol):
         if command.body_error is not None:
             raise command.body_error
         return self._with_permission(client, "DPUB", "publish", topic_name, "", lambda: self._publish(
-            client, topic_name, lambda: self.nsqd.publish(topic_name, [command.body], delay_ms / 1000), 1,
+            client, topic_name, lambda: publish(self.nsqd, topic_name, [command.body], delay_ms / 1000), 1,
             errors.E_DPUB_FAILED, "DPUB"))
 
     def _defer_ms(self, raw: bytes, name: str) -> int:
@@ -518,7 +529,7 @@ class V2Protocol(asyncio.Protocol):
         body = command.body
         count = check_mpub_body(body, options.max_msg_size, options.max_body_size)
         return self._with_permission(client, "MPUB", "publish", name, "", lambda: self._publish(
-            client, name, lambda: self.nsqd.publish_mpub(name, body, count), count, errors.E_MPUB_FAILED, "MPUB"))
+            client, name, lambda: publish_mpub(self.nsqd, name, body, count), count, errors.E_MPUB_FAILED, "MPUB"))
 
     def kpub(self, client: ClientV2, command) -> Awaitable[None] | None:
         """Beyond NSQ: a PUB that may be repeated safely (protocol/keyed.py)."""
@@ -530,7 +541,7 @@ class V2Protocol(asyncio.Protocol):
             raise command.body_error
         keys = [check_key("KPUB", params[2])]
         return self._with_permission(client, "KPUB", "publish", topic_name, "", lambda: self._publish(
-            client, topic_name, lambda: self.nsqd.publish_keyed(topic_name, keys, [command.body]), 1,
+            client, topic_name, lambda: publish_keyed(self.nsqd, topic_name, keys, [command.body]), 1,
             errors.E_PUB_FAILED, "KPUB"))
 
     def kdpub(self, client: ClientV2, command) -> Awaitable[None] | None:
@@ -544,8 +555,8 @@ class V2Protocol(asyncio.Protocol):
             raise command.body_error
         keys = [check_key("KDPUB", params[3])]
         return self._with_permission(client, "KDPUB", "publish", topic_name, "", lambda: self._publish(
-            client, topic_name, lambda: self.nsqd.publish_keyed(topic_name, keys, [command.body], delay_ms / 1000),
-            1, errors.E_DPUB_FAILED, "KDPUB"))
+            client, topic_name, lambda: publish_keyed(self.nsqd, topic_name, keys, [command.body], delay_ms / 1000), 1,
+            errors.E_DPUB_FAILED, "KDPUB"))
 
     def kmpub(self, client: ClientV2, command) -> Awaitable[None] | None:
         """Beyond NSQ: an MPUB whose every message may be repeated safely."""
@@ -557,15 +568,17 @@ class V2Protocol(asyncio.Protocol):
         options = self.nsqd.options
         keys, bodies = parse_kmpub_body(command.body, options.max_msg_size, options.max_body_size)
         return self._with_permission(client, "KMPUB", "publish", name, "", lambda: self._publish(
-            client, name, lambda: self.nsqd.publish_keyed(name, keys, bodies), len(bodies), errors.E_MPUB_FAILED,
+            client, name, lambda: publish_keyed(self.nsqd, name, keys, bodies), len(bodies), errors.E_MPUB_FAILED,
             "KMPUB"))
 
     def _publish(self, client: ClientV2, topic_name: str, put, count: int, code: str,
                  name: str) -> Awaitable[None] | None:
         """``put()`` the ``count`` messages, then OK; nsqd's error for what refused them."""
-        refused = self.nsqd.publish_refusal()
-        if refused is not None:
-            raise ProtocolError(code, f"{name} failed {refused}")
+        replication = self.replication
+        if replication is not None:
+            refused = replication.refusal()
+            if refused is not None:
+                raise ProtocolError(code, f"{name} failed {refused}")
         try:
             waiting = put()
         except TopicExiting:
@@ -573,12 +586,11 @@ class V2Protocol(asyncio.Protocol):
         except (QueueFull, KeysRefused, OSError) as error:
             raise ProtocolError(code, f"{name} failed {error}") from None
         client.pub_counts[topic_name] = client.pub_counts.get(topic_name, 0) + count
-        replication = self.nsqd.replication
         acks = None if replication is None else replication.acks()
         if acks is None:
             client.send_frame(OK_FRAME)
             if waiting:
-                self.nsqd.answered_before_write(waiting, client, code, name)
+                self.dirty.answered_before_write(waiting, client, code, name)
             return None
         return self._ok_once(client, acks, code, name, replication.check_answer)
 
@@ -608,7 +620,7 @@ class V2Protocol(asyncio.Protocol):
             raise ProtocolError(errors.E_UNAUTHORIZED, "REPL before RAUTH: only members of this cluster replicate")
         try:
             epoch = parse_base10(params[2])
-            writing = self.nsqd.replication.receive(params[1].decode("ascii"), epoch, command.body or b"")
+            writing = self.replication.receive(params[1].decode("ascii"), epoch, command.body or b"")
         except (ValueError, UnicodeDecodeError) as error:
             raise ProtocolError(errors.E_BAD_BODY, f"REPL {error}") from None
         if writing is None:
@@ -629,7 +641,7 @@ class V2Protocol(asyncio.Protocol):
             raise _invalid("RAUTH needs a nonce first, then a node and its proof")
         node = params[1].decode("ascii", "replace")
         try:
-            self.nsqd.replication.check_proof(client.repl_nonce, node, params[2])
+            self.replication.check_proof(client.repl_nonce, node, params[2])
         except NotAMember as error:
             raise ProtocolError(errors.E_UNAUTHORIZED, str(error)) from None
         client.repl_nonce = b""

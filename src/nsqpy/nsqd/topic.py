@@ -105,7 +105,8 @@ class Topic:
             replication.published(self.name, messages, int(defer * 1000), self._fan_out_channels())
         if not self._to_channels_now():
             self.queue.put_many(messages)
-            self.limit.trim(self.queue)
+            if self.limit.drops:
+                self.limit.trim(self.queue)
         elif defer:
             for message in messages:
                 self._fan_out(message)
@@ -171,7 +172,8 @@ class Topic:
 
     def _counted(self, bodies: list[bytes]) -> None:
         self.message_count += len(bodies)
-        self.message_bytes += sum(map(len, bodies))
+        for body in bodies:
+            self.message_bytes += len(body)
 
     def _backlog_in_log(self) -> bool:
         """A retained topic with no channel: its log holds the backlog."""
@@ -252,7 +254,8 @@ class Topic:
                                        self._fan_out_channels())
         if not self._to_channels_now():
             self.queue.put_batch(batch)
-            self.limit.trim(self.queue)
+            if self.limit.drops:
+                self.limit.trim(self.queue)
         else:
             self._put_batch_copies(self.channels.values(), batch)
         self.message_count += count

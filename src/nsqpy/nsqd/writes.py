@@ -15,7 +15,7 @@ with one command in flight sends its next once it has read its answer, so
 that is when nsqd should stay awake for it.
 
 Before the run, what the turn left for the disk is written (``before``:
-nsqd's ``flush_dirty``): a retained topic's records, so that no OK leaves
+``DirtyWriters.flush``, dirty.py): a retained topic's records, so that no OK leaves
 before the record it acknowledges is in its log's file.
 """
 

@@ -1,0 +1,61 @@
+"""What a turn of the event loop left for the disk, written before its answers.
+
+A disk queue's acknowledgements and marks, a retained topic's records and a
+topic's publish keys are written once per loop turn, however many commands
+the turn had (``mark`` schedules it), and always before an answer leaves
+(``flush``: V2Protocol calls it before it queues a reply, writes.py before
+a turn's run of writes). A write the disk refuses takes back the OKs that
+were queued for publishes waiting on it (``answered_before_write``): the
+publisher gets the error it would have had, had the write come first.
+
+Compiled with the message path (setup.py): every command that answers
+checks here first, so the check must cost next to nothing.
+"""
+
+from typing import Any
+
+from ..protocol.errors import ProtocolError
+
+
+class DirtyWriters:
+    __slots__ = ("nsqd", "writers", "answered_early")
+
+    def __init__(self, nsqd: Any):
+        self.nsqd = nsqd  # its loop, log and health
+        self.writers: list[Any] = []  # disk queues, topic logs, publish keys with something to write
+        self.answered_early: dict[Any, list[tuple]] = {}  # writer -> [(client, place in its answers, code, command)]
+
+    def mark(self, writer: Any) -> None:
+        """``writer`` has acknowledgements, marks, records or keys not yet
+        written, and they are, once the work of this loop turn is done."""
+        self.writers.append(writer)
+        if len(self.writers) == 1:
+            self.nsqd.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Every acknowledgement and mark so far written to the disk queues'
+        journals (no fsync: a sync every --sync-every or --sync-timeout does
+        that), so a crash of this process loses none: a FIN stays done
+        through kill -9 whatever the sync settings. One write per writer
+        touched in a loop turn, however many FINs it had."""
+        if not self.writers:
+            return
+        writers, self.writers = self.writers, []
+        answered, self.answered_early = self.answered_early, {}
+        for writer in writers:
+            try:
+                writer.flush()
+            except OSError as error:
+                nsqd = self.nsqd
+                nsqd.health_error = str(error)
+                nsqd.log.error("DISKQUEUE(%s): flush failed: %s", writer.name, error)
+                for client, place, code, command in answered.get(writer, ()):
+                    client.replace_answer(place, ProtocolError(code, f"{command} failed {error}"))
+
+    def answered_before_write(self, waiting: tuple, client: Any, code: str, command: str) -> None:
+        """``client``'s OK is queued for a publish whose records (or keys)
+        wait for the writes of ``waiting`` at the end of this turn (before
+        any answer is sent): if one fails, the publisher gets ``code``
+        instead."""
+        for writer in waiting:
+            self.answered_early.setdefault(writer, []).append((client, client.answer_place(), code, command))
