@@ -1,6 +1,7 @@
 """A retained topic's log through kill -9, a full disk, and NSQ's own nsqd
 on the same data directory."""
 
+import json
 import shutil
 import threading
 import time
@@ -199,6 +200,31 @@ def test_a_write_the_full_disk_refuses_at_the_end_of_a_turn_refuses_its_publishe
     filler.unlink()
     nsqd = start_nsqd("--retention=1h", "--max-bytes-per-file=65536", data_path=data)
     assert [body for _, _, _, body in logreader.read_all(nsqd.http_url, "kept")] == accepted
+
+
+def test_a_log_nsqd_dat_does_not_list_is_made_its_topic_again(start_nsqd, tmp_path):
+    """A publish made the topic and nsqd stopped before nsqd.dat listed it
+    (kill -9, or a full disk refusing the file): the acknowledged records
+    are in the topic's log, and the topic comes back with them, listed."""
+    data = tmp_path / "data"
+    data.mkdir()
+    nsqd = start_nsqd("--retention=1h", data_path=data)
+    bodies = [b"a", b"b", b"c"]
+    with WireConn(nsqd.tcp_hostport) as c:
+        for body in bodies:
+            c.send(cmd.pub("unlisted", body))
+            c.expect_ok()
+        c.send(cmd.pub("listed", b"x"))
+        c.expect_ok()
+    nsqd.stop()
+    saved = json.loads((data / "nsqd.dat").read_bytes())
+    saved["topics"] = [topic for topic in saved["topics"] if topic["name"] != "unlisted"]
+    (data / "nsqd.dat").write_text(json.dumps(saved))
+
+    nsqd = start_nsqd("--retention=1h", data_path=data)
+    assert [body for _, _, _, body in logreader.read_all(nsqd.http_url, "unlisted")] == bodies
+    assert [body for _, _, _, body in logreader.read_all(nsqd.http_url, "listed")] == [b"x"]
+    wait_until(lambda: "unlisted" in (data / "nsqd.dat").read_text(), timeout=30)
 
 
 def test_nsqs_own_nsqd_delivers_every_channel_of_a_data_dir_with_retained_topics(tmp_path):

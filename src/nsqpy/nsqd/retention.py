@@ -8,7 +8,8 @@ kept in nsqd.dat (``retention_ms``, ``retention_bytes``). Ephemeral topics
 are never retained. Turning a topic's retention off over HTTP deletes its
 log; a log found at start for a topic that is not retained (a restart
 without the flag) is left on disk untouched, with a warning, so a
-forgotten flag loses nothing.
+forgotten flag loses nothing, and one whose topic nsqd.dat does not list
+while every topic is retained is made that topic again (``unlisted_logs``).
 
 Points in the log (``from=``): ``earliest``, ``latest``, an offset
 (digits), an RFC 3339 time, or Unix milliseconds written ``<digits>ms``.
@@ -21,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Final
 
 from ..options import duration_in_range, int_in_range
+from ..protocol.names import is_ephemeral, is_valid_topic_name
 
 if TYPE_CHECKING:
     from ..topiclog import TopicLog
@@ -159,6 +161,24 @@ def open_cursor(nsqd, topic, channel_name: str, side):
     if replay_file:
         os.remove(replay_file)
     return cursor
+
+
+def unlisted_logs(nsqd) -> list[str]:
+    """The topics whose log is on disk though nsqd.dat does not list them,
+    when every topic is retained: a publish or a SUB made the topic and
+    nsqd stopped (kill -9, a full disk refusing the file's new copy) before
+    nsqd.dat listed it. Their acknowledged records are in the log, so
+    nsqd makes them topics again at start."""
+    options = nsqd.options
+    if not (options.retention or options.retention_bytes):
+        return []
+    try:
+        names = os.listdir(nsqd.data_path)
+    except OSError:
+        return []
+    topics = (name[:-len(LOG_SUFFIX)] for name in names if name.endswith(LOG_SUFFIX))
+    return sorted(topic for topic in topics
+                  if topic not in nsqd.topics and is_valid_topic_name(topic) and not is_ephemeral(topic))
 
 
 def warn_of_unretained_logs(nsqd) -> None:

@@ -297,8 +297,17 @@ class NSQD:
                     topic.pause()
                 else:
                     topic.hand_out_log()
+            restored = retention.unlisted_logs(self)
+            for topic_name in restored:
+                self.log.warning("TOPIC(%s): not in nsqd.dat, made again from its log (nsqd stopped before "
+                                 "nsqd.dat listed it)", topic_name)
+                topic = self.get_topic(topic_name)
+                remove_stale_cursors(topic)
+                topic.hand_out_log()
         finally:
             self._loading = False
+        if restored:
+            self.persist_metadata_soon()
 
     def notify_changed(self, topic: Topic, channel=None, deleted: bool = False) -> None:
         """A topic or channel was created or deleted: tell every nsqlookupd
