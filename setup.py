@@ -28,6 +28,7 @@ COMPILED_MODULES = [
     "src/nsqpy/protocol/logchunk.py",
     "src/nsqpy/protocol/message.py",
     "src/nsqpy/nsqd/batch.py",
+    "src/nsqpy/nsqd/bounds.py",
     "src/nsqpy/nsqd/busypoll.py",
     "src/nsqpy/nsqd/channel.py",
     "src/nsqpy/nsqd/client.py",

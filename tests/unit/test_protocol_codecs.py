@@ -62,7 +62,7 @@ def test_commands_round_trip_through_the_reader_whatever_the_chunking(items, cut
                 expected.append((name, params, args[-1]))
             else:
                 params = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-                expected.append((name, params, None))
+                expected.append((name, params, b""))
     reader = v2_reader(max_msg_size=1 << 20, max_body_size=5 << 20)
     parsed = split_feed(reader, wire, cuts)
     assert [(c.name, c.params[1:], c.body) for c in parsed] == expected
@@ -80,7 +80,7 @@ def test_reader_never_raises_on_garbage(data, cuts):
 def test_reader_refuses_oversized_bodies_before_reading_them():
     reader = v2_reader(max_msg_size=10, max_body_size=20)
     (command,) = reader.feed(b"PUB t\n" + struct.pack(">i", 11))
-    assert command.body is None
+    assert command.body == b""
     assert (command.body_error.code, command.body_error.description) == \
         ("E_BAD_MESSAGE", "PUB message too big 11 > 10")
     assert reader.feed(b"anything after is ignored\n") == []
@@ -102,7 +102,7 @@ def test_a_line_and_its_newline_must_fit_nsqds_buffer():
 def test_bad_body_command_parameters_do_not_wait_for_the_body(line):
     reader = v2_reader(max_msg_size=100, max_body_size=200, max_defer_ms=3_600_000)
     (command,) = reader.feed(line + struct.pack(">i", 50))
-    assert command.body is None and command.body_error is None  # the handler refuses the parameters
+    assert command.body == b"" and command.body_error is None  # the handler refuses the parameters
 
 
 def test_topics_a_connection_named_before_do_not_let_a_bad_name_through():
@@ -116,7 +116,7 @@ def test_topics_a_connection_named_before_do_not_let_a_bad_name_through():
             assert command.body == b"x"
     for _ in range(2):
         (command,) = reader.feed(b"PUB bad*topic\n")
-        assert command.body is None
+        assert command.body == b""
 
 
 @pytest.mark.parametrize("cut, expected", [

@@ -12,7 +12,7 @@ nothing at rest, up to a core under a steady request-response load, which
 is when it pays.
 """
 
-import time
+from time import perf_counter
 
 
 class BusyPoll:
@@ -27,7 +27,7 @@ class BusyPoll:
     def restart(self) -> None:
         """Poll for a window from now (after input, and after the writes answering it)."""
         if self.window:
-            self.last_activity = time.perf_counter()
+            self.last_activity = perf_counter()
             if not self.polling:
                 self.polling = True
                 self.loop.call_soon(self._poll)
@@ -35,7 +35,7 @@ class BusyPoll:
     def _poll(self) -> None:
         """While a callback is ready the loop polls without waiting: this one
         stays ready until a window has passed since the last restart."""
-        if time.perf_counter() - self.last_activity < self.window:
+        if perf_counter() - self.last_activity < self.window:
             self.loop.call_soon(self._poll)
         else:
             self.polling = False

@@ -17,6 +17,7 @@ from ..protocol.identify import ClientSettings
 from ..protocol.message import MESSAGE_HEADER_SIZE, message_frame_header
 from ..protocol.v2 import State
 from .auth import peer_common_name
+from .writes import Writes
 
 #: Mean bytes per buffered frame part from which a flush hands the parts to
 #: the transport as they are instead of joining them: joining copies every
@@ -29,7 +30,7 @@ class ClientV2:
     def __init__(self, nsqd, transport, client_id: int):
         self.nsqd = nsqd
         self.loop = nsqd.loop
-        self.writes = nsqd.writes
+        self.writes: Writes = nsqd.writes
         self.transport = transport
         self.id = client_id
         peer = transport.get_extra_info("peername")

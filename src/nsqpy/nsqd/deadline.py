@@ -14,6 +14,7 @@ from typing import Any
 class Deadline:
     def __init__(self, loop: Any, expired: Callable[[], None]):
         self._loop = loop
+        self._time: Callable[[], float] = loop.time  # held: a command reads the clock through it, looked up once
         self._expired = expired
         self._when: float | None = None
         self._timer: Any = None  # the loop's TimerHandle
@@ -21,7 +22,7 @@ class Deadline:
 
     def set(self, seconds: float) -> None:
         """Expire ``seconds`` from now; 0 means no deadline."""
-        when = self._when = self._loop.time() + seconds if seconds else None
+        when = self._when = self._time() + seconds if seconds else None
         if when is not None and (self._timer is None or when < self._armed):
             self._arm(when)
 
@@ -42,7 +43,7 @@ class Deadline:
         when = self._when
         if when is None:
             return
-        if self._loop.time() < when:
+        if self._time() < when:
             self._arm(when)
             return
         self._when = None

@@ -10,7 +10,7 @@ its message is: an MPUB's messages wait in their queue as the one buffer
 they arrived in (batch.py), and their ids wait with them.
 """
 
-import time
+from time import time_ns
 from typing import Final
 
 EPOCH: Final = 1288834974288
@@ -76,7 +76,7 @@ class GuidFactory:
 
     def reserve(self, count: int) -> IdSequence:
         """The next ``count`` ids, to be made by the sequence returned."""
-        ts = time.time_ns() >> 20
+        ts = time_ns() >> 20
         if ts > self.last_ts:
             self.last_ts, self.sequence = ts, -1
         first = self.sequence + 1
@@ -95,7 +95,7 @@ class GuidFactory:
         """The id ``reserve(1)`` would give, made without a sequence object
         and, within one time unit, without formatting its prefix again: a
         PUB's, the commonest publish."""
-        ts = time.time_ns() >> 20
+        ts = time_ns() >> 20
         if ts > self.last_ts:
             self.last_ts, self.sequence = ts, -1
         sequence = self.sequence + 1

@@ -7,8 +7,7 @@ publishers with one PUB in flight each comes through here once per
 message, and each Python step here is paid that often.
 """
 
-import time
-from collections.abc import Callable
+from time import time_ns
 from typing import Any
 
 from .topic import Topic
@@ -16,33 +15,57 @@ from .topic import Topic
 
 def publish(nsqd: Any, topic_name: str, bodies: list[bytes], defer: float = 0.0,
             ids: list[bytes] | None = None) -> tuple:
-    """-> what waits for the end of the turn's write (``_publish``)."""
-    return _publish(nsqd, topic_name, lambda topic: topic.publish(bodies, time.time_ns(), defer, ids))
+    """-> what waits for the end of the turn's write (``_accepted``)."""
+    topic = _topic(nsqd, topic_name)
+    try:
+        topic.publish(bodies, time_ns(), defer, ids)
+    except OSError as error:
+        raise _refused(nsqd, topic_name, error)
+    return _accepted(nsqd, topic)
 
 
 def publish_mpub(nsqd: Any, topic_name: str, body: bytes, count: int) -> tuple:
     """An MPUB's validated body, queued as it is (``Topic.publish_mpub``)."""
-    return _publish(nsqd, topic_name, lambda topic: topic.publish_mpub(body, count, time.time_ns()))
+    topic = _topic(nsqd, topic_name)
+    try:
+        topic.publish_mpub(body, count, time_ns())
+    except OSError as error:
+        raise _refused(nsqd, topic_name, error)
+    return _accepted(nsqd, topic)
 
 
 def publish_keyed(nsqd: Any, topic_name: str, keys: list[bytes], bodies: list[bytes], defer: float = 0.0) -> tuple:
-    """Keyed publishes (``Topic.publish_keyed``); -> as ``_publish``."""
-    return _publish(nsqd, topic_name, lambda topic: topic.publish_keyed(keys, bodies, time.time_ns(), defer))
-
-
-def _publish(nsqd: Any, topic_name: str, put: Callable[[Topic], None]) -> tuple:
-    """``put(topic)``. -> what waits for the end of this turn's write
-    (``DirtyWriters.answered_before_write``): the topic's log with its records, its
-    publish keys with theirs; usually nothing."""
-    topic = nsqd.topics.get(topic_name)
+    """Keyed publishes (``Topic.publish_keyed``); -> as ``publish``."""
+    topic = _topic(nsqd, topic_name)
     try:
-        if topic is None:
-            topic = nsqd.get_topic(topic_name)
-        put(topic)
+        topic.publish_keyed(keys, bodies, time_ns(), defer)
     except OSError as error:
-        nsqd.health_error = str(error)
-        nsqd.log.error("TOPIC(%s): failed to put messages: %s", topic_name, error)
-        raise
+        raise _refused(nsqd, topic_name, error)
+    return _accepted(nsqd, topic)
+
+
+def _topic(nsqd: Any, topic_name: str) -> Topic:
+    """The topic of that name, made on first use (a disk may refuse its queue or log)."""
+    topic = nsqd.topics.get(topic_name)
+    if topic is not None:
+        return topic
+    try:
+        return nsqd.get_topic(topic_name)
+    except OSError as error:
+        raise _refused(nsqd, topic_name, error)
+
+
+def _refused(nsqd: Any, topic_name: str, error: OSError) -> OSError:
+    """nsqd is unhealthy until a publish succeeds again; -> ``error``, to raise."""
+    nsqd.health_error = str(error)
+    nsqd.log.error("TOPIC(%s): failed to put messages: %s", topic_name, error)
+    return error
+
+
+def _accepted(nsqd: Any, topic: Topic) -> tuple:
+    """nsqd is healthy again. -> what waits for the end of this turn's write
+    (``DirtyWriters.answered_before_write``): the topic's log with its
+    records, its publish keys with theirs; usually nothing."""
     if nsqd.health_error is not None:
         nsqd.health_error = None
     waiting: tuple = ()

@@ -8,11 +8,11 @@ TOUCH failures.
 import asyncio
 import json
 import ssl
-from collections.abc import Awaitable
-from typing import Any, Final
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, cast
 
 from ..protocol import errors
-from ..protocol.commands import ABORT, check_mpub_body, parse_base10, v2_reader
+from ..protocol.commands import ABORT, Command, CommandReader, check_mpub_body, parse_base10, v2_reader
 from ..protocol.compression import CompressionError, new_codec
 from ..protocol.errors import ProtocolError
 from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
@@ -98,7 +98,7 @@ class V2Protocol(asyncio.Protocol):
         self.tls_required: bool = nsqd.tls_required_tcp
         self.transport: Any = None
         self.client: ClientV2 | None = None
-        self.reader: Any = None  # a CommandReader once the magic is read
+        self.reader: CommandReader | None = None  # once the magic is read
         self.upgrading = False
         self._magic = b""
         self._blocked: set[str] = set()  # why reading is paused: "replies", "command"
@@ -140,7 +140,7 @@ class V2Protocol(asyncio.Protocol):
                 self.nsqd.log.error("[%s] %s; closing", client.remote_address, error)
                 self._close()
                 return
-        commands = self.reader.feed(data)
+        commands = cast(CommandReader, self.reader).feed(data)  # made with the client
         if commands:
             self._run(client, commands)
         self.busy_poll.restart()
@@ -151,13 +151,13 @@ class V2Protocol(asyncio.Protocol):
         inside a body hears what nsqd says then."""
         client = self.client
         if client is not None and not client.closed:
-            error = self.reader.truncation_error()
+            error = cast(CommandReader, self.reader).truncation_error()  # made with the client
             if error is not None:
                 self._failed(client, error)
             client.flush()
         return False
 
-    def _run(self, client: ClientV2, commands) -> None:
+    def _run(self, client: ClientV2, commands: list[Command]) -> None:
         """Execute commands in order. A handler that must wait (AUTH asks a
         server) returns a coroutine: reading pauses, and the commands after it
         run once it is done, so answers keep their order."""
@@ -169,19 +169,27 @@ class V2Protocol(asyncio.Protocol):
                 self.nsqd.log.error("[%s] command line too long, closing", client.remote_address)
                 self._close()
                 return
-            handler = handlers.get(command.name)
+            name = command.name
             try:
-                if handler is None:
-                    raise _invalid(f"invalid command {_name(command.name)}")
-                if tls_required and command.name != b"IDENTIFY":
-                    raise _invalid(f"cannot {_name(command.name)} in current state (TLS required)")
-                allowed = ALLOWED[client.state]
-                if command.name not in allowed:
-                    raise invalid_in_state(command.name)
-                after = allowed[command.name]
-                if after is None:  # valid, without effect (RDY after CLS)
-                    continue
-                waiting = handler(self, client, command)
+                if name == b"PUB" and not tls_required:
+                    # the commonest command, valid in every state and changing none:
+                    # called directly, without the tables' lookups
+                    after = client.state
+                    waiting = self.pub(client, command)
+                else:
+                    handler = handlers.get(name)
+                    if handler is None:
+                        raise _invalid(f"invalid command {_name(name)}")
+                    if tls_required and name != b"IDENTIFY":
+                        raise _invalid(f"cannot {_name(name)} in current state (TLS required)")
+                    allowed = ALLOWED[client.state]
+                    if name not in allowed:
+                        raise invalid_in_state(name)
+                    following = allowed[name]
+                    if following is None:  # valid, without effect (RDY after CLS)
+                        continue
+                    after = following
+                    waiting = handler(self, client, command)
                 if waiting is not None:
                     self.dirty.flush()
                     client.flush()
@@ -222,7 +230,7 @@ class V2Protocol(asyncio.Protocol):
         self._close()
         return True
 
-    async def _resume_after(self, client: ClientV2, waiting, after: State, rest) -> None:
+    async def _resume_after(self, client: ClientV2, waiting, after: State, rest: list[Command]) -> None:
         try:
             await waiting
             client.state = after
@@ -319,7 +327,7 @@ class V2Protocol(asyncio.Protocol):
 
     # --- commands ---------------------------------------------------------------------
 
-    def identify(self, client: ClientV2, command) -> None:
+    def identify(self, client: ClientV2, command: Command) -> None:
         if command.body_error is not None:
             raise command.body_error
         settings = negotiate(command.body, self.nsqd.identify_policy, client.settings)
@@ -368,7 +376,7 @@ class V2Protocol(asyncio.Protocol):
         self.deadline.set(self._command_time())
         self._upgrade(client, rest)
 
-    def auth(self, client: ClientV2, command) -> Awaitable[None]:
+    def auth(self, client: ClientV2, command: Command) -> Awaitable[None]:
         if len(command.params) != 1:
             raise _invalid("AUTH invalid number of parameters")
         if command.body_error is not None:
@@ -419,7 +427,7 @@ class V2Protocol(asyncio.Protocol):
         if not state.allows(permission, topic, channel):
             raise ProtocolError(errors.E_UNAUTHORIZED, f'AUTH failed for {name} on "{topic}" "{channel}"')
 
-    def sub(self, client: ClientV2, command) -> Awaitable[None] | None:
+    def sub(self, client: ClientV2, command: Command) -> Awaitable[None] | None:
         if client.settings.heartbeat_interval <= 0:
             raise _invalid("cannot SUB with heartbeats disabled")
         params = command.params
@@ -451,7 +459,7 @@ class V2Protocol(asyncio.Protocol):
         client.channel = channel
         client.send_frame(OK_FRAME)
 
-    def rdy(self, client: ClientV2, command) -> None:
+    def rdy(self, client: ClientV2, command: Command) -> None:
         count = 1
         if len(command.params) > 1:
             raw = command.params[1]
@@ -467,10 +475,10 @@ class V2Protocol(asyncio.Protocol):
         if opened:
             client.on_window_opened()
 
-    def fin(self, client: ClientV2, command) -> None:
+    def fin(self, client: ClientV2, command: Command) -> None:
         client.channel.finish(client, self._message_id(command, "FIN"))
 
-    def req(self, client: ClientV2, command) -> None:
+    def req(self, client: ClientV2, command: Command) -> None:
         message_id = self._message_id(command, "REQ")
         delay_ms = self._parse_ms(command.params[2], "REQ could not parse timeout")
         max_ms = int(self.nsqd.options.max_req_timeout * 1000)
@@ -480,27 +488,26 @@ class V2Protocol(asyncio.Protocol):
             delay_ms = max_ms
         client.channel.requeue(client, message_id, delay_ms / 1000)
 
-    def touch(self, client: ClientV2, command) -> None:
+    def touch(self, client: ClientV2, command: Command) -> None:
         client.channel.touch(client, self._message_id(command, "TOUCH"), self.nsqd.options.max_msg_timeout)
 
-    def cls(self, client: ClientV2, command) -> None:
+    def cls(self, client: ClientV2, command: Command) -> None:
         client.ready_count = 0
         client.send_frame(CLOSE_WAIT_FRAME)
 
-    def nop(self, client: ClientV2, command) -> None:
+    def nop(self, client: ClientV2, command: Command) -> None:
         pass
 
-    def pub(self, client: ClientV2, command) -> Awaitable[None] | None:
+    def pub(self, client: ClientV2, command: Command) -> Awaitable[None] | None:
         if len(command.params) < 2:
             raise _invalid("PUB insufficient number of parameters")
         topic_name = self._topic_name(command.params[1], "PUB")
         if command.body_error is not None:
             raise command.body_error
-        return self._with_permission(client, "PUB", "publish", topic_name, "", lambda: self._publish(
-            client, topic_name, lambda: publish(self.nsqd, topic_name, [command.body]), 1, errors.E_PUB_FAILED,
-            "PUB"))
+        return self._publish(client, "PUB", topic_name, 1, errors.E_PUB_FAILED,
+                             publish, (self.nsqd, topic_name, [command.body]))
 
-    def dpub(self, client: ClientV2, command) -> Awaitable[None] | None:
+    def dpub(self, client: ClientV2, command: Command) -> Awaitable[None] | None:
         params = command.params
         if len(params) < 3:
             raise _invalid("DPUB insufficient number of parameters")
@@ -508,9 +515,8 @@ class V2Protocol(asyncio.Protocol):
         delay_ms = self._defer_ms(params[2], "DPUB")
         if command.body_error is not None:
             raise command.body_error
-        return self._with_permission(client, "DPUB", "publish", topic_name, "", lambda: self._publish(
-            client, topic_name, lambda: publish(self.nsqd, topic_name, [command.body], delay_ms / 1000), 1,
-            errors.E_DPUB_FAILED, "DPUB"))
+        return self._publish(client, "DPUB", topic_name, 1, errors.E_DPUB_FAILED,
+                             publish, (self.nsqd, topic_name, [command.body], delay_ms / 1000))
 
     def _defer_ms(self, raw: bytes, name: str) -> int:
         delay_ms = self._parse_ms(raw, f"{name} could not parse timeout")
@@ -519,7 +525,7 @@ class V2Protocol(asyncio.Protocol):
             raise _invalid(f"{name} timeout {delay_ms} out of range 0-{max_ms}")
         return delay_ms
 
-    def mpub(self, client: ClientV2, command) -> Awaitable[None] | None:
+    def mpub(self, client: ClientV2, command: Command) -> Awaitable[None] | None:
         if len(command.params) < 2:
             raise _invalid("MPUB insufficient number of parameters")
         name = self._topic_name(command.params[1], "E_BAD_TOPIC MPUB")  # nsqd repeats the code for MPUB
@@ -528,10 +534,10 @@ class V2Protocol(asyncio.Protocol):
         options = self.nsqd.options
         body = command.body
         count = check_mpub_body(body, options.max_msg_size, options.max_body_size)
-        return self._with_permission(client, "MPUB", "publish", name, "", lambda: self._publish(
-            client, name, lambda: publish_mpub(self.nsqd, name, body, count), count, errors.E_MPUB_FAILED, "MPUB"))
+        return self._publish(client, "MPUB", name, count, errors.E_MPUB_FAILED,
+                             publish_mpub, (self.nsqd, name, body, count))
 
-    def kpub(self, client: ClientV2, command) -> Awaitable[None] | None:
+    def kpub(self, client: ClientV2, command: Command) -> Awaitable[None] | None:
         """Beyond NSQ: a PUB that may be repeated safely (protocol/keyed.py)."""
         params = command.params
         if len(params) < 3:
@@ -540,11 +546,10 @@ class V2Protocol(asyncio.Protocol):
         if command.body_error is not None:
             raise command.body_error
         keys = [check_key("KPUB", params[2])]
-        return self._with_permission(client, "KPUB", "publish", topic_name, "", lambda: self._publish(
-            client, topic_name, lambda: publish_keyed(self.nsqd, topic_name, keys, [command.body]), 1,
-            errors.E_PUB_FAILED, "KPUB"))
+        return self._publish(client, "KPUB", topic_name, 1, errors.E_PUB_FAILED,
+                             publish_keyed, (self.nsqd, topic_name, keys, [command.body]))
 
-    def kdpub(self, client: ClientV2, command) -> Awaitable[None] | None:
+    def kdpub(self, client: ClientV2, command: Command) -> Awaitable[None] | None:
         """Beyond NSQ: a DPUB that may be repeated safely."""
         params = command.params
         if len(params) < 4:
@@ -554,11 +559,10 @@ class V2Protocol(asyncio.Protocol):
         if command.body_error is not None:
             raise command.body_error
         keys = [check_key("KDPUB", params[3])]
-        return self._with_permission(client, "KDPUB", "publish", topic_name, "", lambda: self._publish(
-            client, topic_name, lambda: publish_keyed(self.nsqd, topic_name, keys, [command.body], delay_ms / 1000), 1,
-            errors.E_DPUB_FAILED, "KDPUB"))
+        return self._publish(client, "KDPUB", topic_name, 1, errors.E_DPUB_FAILED,
+                             publish_keyed, (self.nsqd, topic_name, keys, [command.body], delay_ms / 1000))
 
-    def kmpub(self, client: ClientV2, command) -> Awaitable[None] | None:
+    def kmpub(self, client: ClientV2, command: Command) -> Awaitable[None] | None:
         """Beyond NSQ: an MPUB whose every message may be repeated safely."""
         if len(command.params) < 2:
             raise _invalid("KMPUB insufficient number of parameters")
@@ -567,20 +571,28 @@ class V2Protocol(asyncio.Protocol):
             raise command.body_error
         options = self.nsqd.options
         keys, bodies = parse_kmpub_body(command.body, options.max_msg_size, options.max_body_size)
-        return self._with_permission(client, "KMPUB", "publish", name, "", lambda: self._publish(
-            client, name, lambda: publish_keyed(self.nsqd, name, keys, bodies), len(bodies), errors.E_MPUB_FAILED,
-            "KMPUB"))
+        return self._publish(client, "KMPUB", name, len(bodies), errors.E_MPUB_FAILED,
+                             publish_keyed, (self.nsqd, name, keys, bodies))
 
-    def _publish(self, client: ClientV2, topic_name: str, put, count: int, code: str,
-                 name: str) -> Awaitable[None] | None:
-        """``put()`` the ``count`` messages, then OK; nsqd's error for what refused them."""
+    def _publish(self, client: ClientV2, name: str, topic_name: str, count: int, code: str,
+                 put: Callable[..., tuple], args: tuple) -> Awaitable[None] | None:
+        """``put(*args)`` the ``count`` messages if AUTH allows it, then OK;
+        nsqd's error for what refused them. (A function and its arguments,
+        not a closure: a crowd of publishers pays for every object a PUB makes.)"""
+        if self.auth_client is not None:
+            return self._with_permission(client, name, "publish", topic_name, "",
+                                         lambda: self._put(client, name, topic_name, count, code, put, args))
+        return self._put(client, name, topic_name, count, code, put, args)
+
+    def _put(self, client: ClientV2, name: str, topic_name: str, count: int, code: str,
+             put: Callable[..., tuple], args: tuple) -> Awaitable[None] | None:
         replication = self.replication
         if replication is not None:
             refused = replication.refusal()
             if refused is not None:
                 raise ProtocolError(code, f"{name} failed {refused}")
         try:
-            waiting = put()
+            waiting = put(*args)
         except TopicExiting:
             raise ProtocolError(code, f"{name} failed exiting") from None
         except (QueueFull, KeysRefused, OSError) as error:
@@ -610,7 +622,7 @@ class V2Protocol(asyncio.Protocol):
             raise ProtocolError(code, f"{name} failed {error}") from None
         client.send_frame(OK_FRAME)
 
-    def repl(self, client: ClientV2, command) -> Awaitable[None] | None:
+    def repl(self, client: ClientV2, command: Command) -> Awaitable[None] | None:
         """A peer's batch of what it accepted and what became of it
         (protocol/replication.py), kept for a takeover; OK once kept."""
         params = command.params
@@ -628,7 +640,7 @@ class V2Protocol(asyncio.Protocol):
             return None
         return self._ok_once(client, writing, "E_REPL_FAILED", "REPL")
 
-    def rauth(self, client: ClientV2, command) -> None:
+    def rauth(self, client: ClientV2, command: Command) -> None:
         """A peer proves it is a member of this replicated cluster
         (protocol/replication.py): ``RAUTH`` is answered with a nonce,
         ``RAUTH <node> <proof>`` with OK once the proof is good."""

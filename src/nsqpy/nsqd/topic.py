@@ -9,7 +9,7 @@ and nothing is stored twice.
 """
 
 from collections.abc import Collection
-from typing import Final
+from typing import Any, Final
 
 from ..protocol.commands import encode_mpub_body
 from ..protocol.names import is_ephemeral
@@ -34,6 +34,7 @@ class Topic:
     def __init__(self, name: str, nsqd):
         self.name = name
         self.nsqd = nsqd
+        self.replication: Any = nsqd.replication  # fixed once nsqd is made; read by every publish
         self.ephemeral = is_ephemeral(name)
         self.loop = nsqd.loop
         self.queue: MessageQueue = nsqd.new_queue(name, self.ephemeral)
@@ -100,7 +101,7 @@ class Topic:
             if not defer:
                 self._overflow_to_log(first, len(bodies))
         messages = self._messages(ids, bodies, timestamp, defer)
-        replication = self.nsqd.replication
+        replication = self.replication
         if replication is not None:
             replication.published(self.name, messages, int(defer * 1000), self._fan_out_channels())
         if not self._to_channels_now():
@@ -140,7 +141,7 @@ class Topic:
         finally:
             if hold is not None:
                 hold.release()
-        replication = self.nsqd.replication
+        replication = self.replication
         if replication is not None:
             replication.keyed(self.name, self.publish_key_window, [(accepted, key) for key in keys])
 
@@ -248,7 +249,7 @@ class Topic:
                 self.message_bytes += len(body) - 4 * (count + 1)
                 return
             self._overflow_to_log(first, count)
-        replication = self.nsqd.replication
+        replication = self.replication
         if replication is not None:
             replication.published_mpub(self.name, timestamp, batch.ids.copy().take(count), body,
                                        self._fan_out_channels())
@@ -414,7 +415,7 @@ class Topic:
                               expire_action=self.expire_action,
                               limit=DepthLimit(f"channel {self.name}/{name}", self.nsqd.options.max_depth,
                                                self.nsqd.options.full_policy),
-                              timed=self.nsqd.timed_channels, replication=self.nsqd.replication)
+                              timed=self.nsqd.timed_channels, replication=self.replication)
             self.channels[name] = channel
             topic_log = self.topic_log
             took_it = topic_log is not None and self.nsqd.loading and has_saved_place(topic_log, name)
@@ -478,7 +479,7 @@ class Topic:
 
     def _tell_peers(self, kind: int) -> None:
         """A replicated nsqd's peers keep up with what operators do (replication/)."""
-        replication = self.nsqd.replication
+        replication = self.replication
         if replication is not None:
             replication.changed(self.name, None, kind)
 

@@ -17,13 +17,15 @@ _INT32: Final = struct.Struct(">i")
 
 
 class Command:
-    """One parsed command. ``body_error`` is set when the body length was
-    refused before reading it: the handler reports it after checking the
+    """One parsed command. ``body`` stays empty until one is read (no
+    command takes an empty one). ``body_error`` is set when the body length
+    was refused before reading it: the handler reports it after checking the
     parameters, which is the order nsqd checks them in."""
 
     __slots__ = ("name", "params", "body", "body_error")
 
-    def __init__(self, name, params, body=None, body_error=None):
+    def __init__(self, name: bytes, params: list[bytes], body: bytes = b"",
+                 body_error: ProtocolError | None = None):
         self.name = name
         self.params = params
         self.body = body
@@ -35,7 +37,7 @@ class Command:
 
 #: Returned in place of a command when the stream can no longer be parsed
 #: without an error frame to send (a line longer than nsqd's read buffer).
-ABORT: Final = Command(None, [])
+ABORT: Final = Command(b"", [])
 
 
 def check_message_size(name: bytes, size: int, max_msg_size: int) -> ProtocolError | None:
