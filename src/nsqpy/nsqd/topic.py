@@ -163,6 +163,10 @@ class Topic:
 
     def _put_copies(self, channels: Collection[Channel], messages: list[Message]) -> None:
         """One batch per channel: one disk write batch, one fsync."""
+        if len(channels) == 1:  # the commonest: the messages themselves, nothing to copy
+            for channel in channels:
+                channel.put_many(messages)
+            return
         copies = self._copies(messages, lambda: [message.copy() for message in messages], len(channels))
         for channel, own in zip(channels, copies):
             channel.put_many(own)

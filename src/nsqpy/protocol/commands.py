@@ -6,6 +6,7 @@ keyed.py's KPUB, KDPUB and KMPUB) are followed by ``[int32 length][body]``.
 
 import json
 import struct
+from collections.abc import Callable
 from typing import Final
 
 from .errors import ProtocolError, E_BAD_BODY, E_BAD_MESSAGE
@@ -69,10 +70,24 @@ _BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1, 
 KNOWN_TOPICS_PER_CONNECTION: Final = 64
 
 
-def _v2_body_checker(max_defer_ms: int, repl_allowed):
-    known_topics: set[bytes] = set()
+class BodyRule:
+    """Whether a body follows a body command's line: always (nsqlookupd's
+    IDENTIFY). A class, not a function, so the reader's compiled code calls
+    it directly, once per body command."""
 
-    def expects_body(name: bytes, params: list[bytes]) -> bool:
+    def expects(self, name: bytes, params: list[bytes]) -> bool:
+        return True
+
+
+class V2BodyRule(BodyRule):
+    """nsqd's: no body is waited for after a line it refuses."""
+
+    def __init__(self, max_defer_ms: int, repl_allowed: Callable[[], bool] | None):
+        self._max_defer_ms = max_defer_ms
+        self._repl_allowed = repl_allowed
+        self._known_topics: set[bytes] = set()
+
+    def expects(self, name: bytes, params: list[bytes]) -> bool:
         if name == b"AUTH":
             return len(params) == 1
         if len(params) < _BODY_PARAM_COUNTS[name]:
@@ -80,8 +95,9 @@ def _v2_body_checker(max_defer_ms: int, repl_allowed):
         if name == b"IDENTIFY":
             return True
         if name == b"REPL":
-            return repl_allowed()
+            return self._repl_allowed is not None and self._repl_allowed()
         topic = params[1]
+        known_topics = self._known_topics
         if topic not in known_topics:
             if not is_valid_topic_name(topic.decode("latin-1")):
                 return False
@@ -89,11 +105,10 @@ def _v2_body_checker(max_defer_ms: int, repl_allowed):
                 known_topics.add(topic)
         if name == b"DPUB" or name == b"KDPUB":
             try:
-                return parse_base10(params[2]) <= max_defer_ms
+                return parse_base10(params[2]) <= self._max_defer_ms
             except ValueError:
                 return False
         return True
-    return expects_body
 
 
 # What nsqd answers when a body command's bytes stop coming (the client hung
@@ -156,7 +171,7 @@ def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_0
     }
     if repl_allowed is not None:  # a batch holds up to a turn of MPUBs
         body_limits[b"REPL"] = (check_body_size, max(REPL_MAX_BODY, 4 * max_body_size))
-    return CommandReader(body_limits, expects_body=_v2_body_checker(max_defer_ms, repl_allowed))
+    return CommandReader(body_limits, V2BodyRule(max_defer_ms, repl_allowed))
 
 
 #: a replicated nsqd's batches are cut at 16 MiB between records of at most
@@ -175,9 +190,9 @@ class CommandReader:
     """Incremental parser for text command lines, some followed by a
     length-prefixed body (nsqd's V2 and nsqlookupd's V1 protocols).
 
-    ``body_limits`` maps each body command to ``(check, limit)``, where
-    ``check(name, size, limit)`` returns the error for a refused length;
-    ``expects_body(name, params)`` says whether a body follows this line.
+    ``body_limits`` maps each body command to ``(check, limit)``: a length
+    outside 1 to ``limit`` is refused, with the error ``check(name, size,
+    limit)`` words; ``body_rule`` says whether a body follows a line.
     ``trim`` strips surrounding white space from lines (nsqlookupd does).
 
     ``feed()`` returns the commands completed by the new bytes. After a
@@ -185,9 +200,9 @@ class CommandReader:
     reader yields that last event and then ignores everything that follows.
     """
 
-    def __init__(self, body_limits: dict, expects_body=lambda name, params: True, trim: bool = False):
+    def __init__(self, body_limits: dict, body_rule: BodyRule = BodyRule(), trim: bool = False):
         self._body_limits = body_limits
-        self._expects_body = expects_body
+        self._body_rule = body_rule
         self._trim = trim
         self._buffer = b""
         self._pending: Command | None = None  # a body command waiting for its body
@@ -224,9 +239,8 @@ class CommandReader:
                     size = _int32(buffer, pos)
                     pos += 4
                     check, limit = body_limits[pending.name]
-                    error = check(pending.name, size, limit)
-                    if error is not None:
-                        pending.body_error = error
+                    if size <= 0 or size > limit:
+                        pending.body_error = check(pending.name, size, limit)
                         commands.append(pending)
                         self._pending = None
                         self._dead = True
@@ -263,7 +277,7 @@ class CommandReader:
             params = line.split(b" ")
             name = params[0]
             command = Command(name, params)
-            if name in body_limits and self._expects_body(name, params):
+            if name in body_limits and self._body_rule.expects(name, params):
                 self._pending = command
             else:
                 commands.append(command)
