@@ -16,26 +16,35 @@ from time import perf_counter
 
 
 class BusyPoll:
-    __slots__ = ("loop", "window", "last_activity", "polling")
+    __slots__ = ("loop", "window", "last_activity", "polling", "_input_since")
 
     def __init__(self, loop, window: float):
         self.loop = loop
         self.window = window
         self.last_activity = 0.0
         self.polling = False
+        self._input_since = False  # input since the poll last looked
 
     def restart(self) -> None:
-        """Poll for a window from now (after input, and after the writes answering it)."""
+        """Poll for a window from now (after input, and after the writes
+        answering it). While polling, the poll's next look moves the window's
+        start: one clock read per turn of the loop, not one per input."""
         if self.window:
-            self.last_activity = perf_counter()
-            if not self.polling:
+            if self.polling:
+                self._input_since = True
+            else:
                 self.polling = True
+                self.last_activity = perf_counter()
                 self.loop.call_soon(self._poll)
 
     def _poll(self) -> None:
         """While a callback is ready the loop polls without waiting: this one
         stays ready until a window has passed since the last restart."""
-        if perf_counter() - self.last_activity < self.window:
+        now = perf_counter()
+        if self._input_since:
+            self._input_since = False
+            self.last_activity = now
+        if now - self.last_activity < self.window:
             self.loop.call_soon(self._poll)
         else:
             self.polling = False

@@ -57,6 +57,11 @@ def check_body_size(name: bytes, size: int, max_body_size: int) -> ProtocolError
     return None
 
 
+#: a body command's length check and limit: the check words the error of a
+#: length outside 1 to the limit
+BodyLimit = tuple[Callable[[bytes, int, int], ProtocolError | None], int]
+
+
 # nsqd checks a body command's parameters before it reads the body; with
 # the wrong count, a bad topic name or a bad DPUB timeout it answers at once
 # (a fatal error), and no body is waited for.
@@ -159,7 +164,7 @@ def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_0
     body is read only while ``repl_allowed()`` says the connection proved
     itself a member: anyone else's is refused on its line, before nsqd
     buffers up to a batch's size for it."""
-    body_limits = {
+    body_limits: dict[bytes, BodyLimit] = {
         b"PUB": (check_message_size, max_msg_size),
         b"DPUB": (check_message_size, max_msg_size),
         b"MPUB": (check_body_size, max_body_size),
@@ -200,7 +205,7 @@ class CommandReader:
     reader yields that last event and then ignores everything that follows.
     """
 
-    def __init__(self, body_limits: dict, body_rule: BodyRule = BodyRule(), trim: bool = False):
+    def __init__(self, body_limits: dict[bytes, BodyLimit], body_rule: BodyRule = BodyRule(), trim: bool = False):
         self._body_limits = body_limits
         self._body_rule = body_rule
         self._trim = trim
