@@ -30,6 +30,11 @@ class TopicExiting(Exception):
     """The topic is being deleted or the daemon is stopping."""
 
 
+def _copied(messages: list[Message]) -> list[Message]:
+    """Another channel's own copies of ``messages``."""
+    return [message.copy() for message in messages]
+
+
 class Topic:
     def __init__(self, name: str, nsqd):
         self.name = name
@@ -163,16 +168,11 @@ class Topic:
 
     def _put_copies(self, channels: Collection[Channel], messages: list[Message]) -> None:
         """One batch per channel: one disk write batch, one fsync."""
-        if len(channels) == 1:  # the commonest: the messages themselves, nothing to copy
-            for channel in channels:
-                channel.put_many(messages)
-            return
-        copies = self._copies(messages, lambda: [message.copy() for message in messages], len(channels))
-        for channel, own in zip(channels, copies):
+        for channel, own in zip(channels, self._copies(messages, _copied, len(channels))):
             channel.put_many(own)
 
     def _put_batch_copies(self, channels: Collection[Channel], batch: Batch) -> None:
-        for channel, own in zip(channels, self._copies(batch, batch.copy, len(channels))):
+        for channel, own in zip(channels, self._copies(batch, Batch.copy, len(channels))):
             channel.put_batch(own)
 
     def _counted(self, bodies: list[bytes]) -> None:
@@ -278,10 +278,13 @@ class Topic:
 
     @staticmethod
     def _copies(first, copy, count: int) -> list:
-        """``first`` for the first of ``count`` channels and ``copy()`` for
-        each other, all made before any channel takes from its own (a
-        channel without room in memory takes a whole batch at once)."""
-        return [first, *(copy() for _ in range(count - 1))]
+        """``first`` for the first of ``count`` channels and ``copy(first)``
+        for each other, all made before any channel takes from its own (a
+        channel without room in memory takes a whole batch at once). One
+        channel, the commonest, takes ``first`` and nothing is made."""
+        if count == 1:
+            return [first]
+        return [first, *(copy(first) for _ in range(count - 1))]
 
     def _to_channels_now(self) -> bool:
         """Straight to the channels, or into the topic's own queue first."""
