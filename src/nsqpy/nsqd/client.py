@@ -17,6 +17,7 @@ from ..protocol.identify import ClientSettings
 from ..protocol.message import MESSAGE_HEADER_SIZE, message_frame_header
 from ..protocol.v2 import State
 from .auth import peer_common_name
+from .dirty import DirtyWriters
 from .writes import Writes
 
 #: Mean bytes per buffered frame part from which a flush hands the parts to
@@ -31,6 +32,7 @@ class ClientV2:
         self.nsqd = nsqd
         self.loop = nsqd.loop
         self.writes: Writes = nsqd.writes
+        self.dirty: DirtyWriters = nsqd.dirty
         self.transport = transport
         self.id = client_id
         peer = transport.get_extra_info("peername")
@@ -186,6 +188,13 @@ class ClientV2:
         return True
 
     def flush(self) -> None:
+        """What this client has to hear, written now. The turn's writes
+        (dirty.py) come first: an answer confirms what came before it (a
+        PUB queued, FINs journaled where kill -9 cannot reach them), and a
+        write the disk refuses takes back the OKs still here."""
+        dirty = self.dirty
+        if dirty.writers:
+            dirty.flush()
         self._flush_scheduled = False
         out = self._out
         if out and not self.closed:

@@ -1,20 +1,25 @@
 """What a turn of the event loop left for the disk, written before its answers.
 
-A disk queue's acknowledgements and marks, a retained topic's records and a
-topic's publish keys are written once per loop turn, however many commands
-the turn had (``mark`` schedules it), and always before an answer leaves
-(``flush``: V2Protocol calls it before it queues a reply, writes.py before
-a turn's run of writes). A write the disk refuses takes back the OKs that
-were queued for publishes waiting on it (``answered_before_write``): the
-publisher gets the error it would have had, had the write come first.
+A disk queue's acknowledgements and marks, a retained topic's records, a
+topic's publish keys and the PUBs a topic took in the turn
+(``Topic.publish_in_turn``) are written once per loop turn, however many
+commands the turn had (``mark`` schedules it), and always before an answer
+leaves (``flush``: writes.py calls it before a turn's run of writes,
+``ClientV2.flush`` before any other). A write the disk refuses takes back
+the OKs that were queued for publishes waiting on it
+(``answered_before_write``): the publisher gets the error it would have
+had, had the write come first.
 
 Compiled with the message path (setup.py): every command that answers
 checks here first, so the check must cost next to nothing.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import ProtocolError
+
+if TYPE_CHECKING:  # client.py writes through this module
+    from .client import ClientV2
 
 
 class DirtyWriters:
@@ -22,11 +27,12 @@ class DirtyWriters:
 
     def __init__(self, nsqd: Any):
         self.nsqd = nsqd  # its loop, log and health
-        self.writers: list[Any] = []  # disk queues, topic logs, publish keys with something to write
-        self.answered_early: dict[Any, list[tuple]] = {}  # writer -> [(client, place in its answers, code, command)]
+        self.writers: list[Any] = []  # disk queues, topic logs, publish keys, topics with something to write
+        # writer -> [(client, place in its answers, code, command)]
+        self.answered_early: dict[Any, list[tuple["ClientV2", tuple[int, int], str, str]]] = {}
 
     def mark(self, writer: Any) -> None:
-        """``writer`` has acknowledgements, marks, records or keys not yet
+        """``writer`` has acknowledgements, marks, records, keys or PUBs not yet
         written, and they are, once the work of this loop turn is done."""
         self.writers.append(writer)
         if len(self.writers) == 1:
@@ -52,10 +58,16 @@ class DirtyWriters:
                 for client, place, code, command in answered.get(writer, ()):
                     client.replace_answer(place, ProtocolError(code, f"{command} failed {error}"))
 
-    def answered_before_write(self, waiting: tuple, client: Any, code: str, command: str) -> None:
+    def answered_before_write(self, waiting: tuple, client: "ClientV2", code: str, command: str) -> None:
         """``client``'s OK is queued for a publish whose records (or keys)
         wait for the writes of ``waiting`` at the end of this turn (before
         any answer is sent): if one fails, the publisher gets ``code``
         instead."""
+        answer = (client, client.answer_place(), code, command)
+        answered = self.answered_early
         for writer in waiting:
-            self.answered_early.setdefault(writer, []).append((client, client.answer_place(), code, command))
+            answers = answered.get(writer)
+            if answers is None:
+                answered[writer] = [answer]
+            else:
+                answers.append(answer)

@@ -24,6 +24,16 @@ def publish(nsqd: Any, topic_name: str, bodies: list[bytes], defer: float = 0.0,
     return _accepted(nsqd, topic)
 
 
+def publish_pub(nsqd: Any, topic_name: str, body: bytes) -> tuple:
+    """A PUB over TCP: into its topic's batch for this loop turn when the
+    topic takes one (``Topic.publish_in_turn``), the topic then waiting
+    with the turn's writes; else as ``publish``."""
+    topic = _topic(nsqd, topic_name)
+    if topic.publish_in_turn(body):
+        return _accepted(nsqd, topic, (topic,))
+    return publish(nsqd, topic_name, [body])
+
+
 def publish_mpub(nsqd: Any, topic_name: str, body: bytes, count: int) -> tuple:
     """An MPUB's validated body, queued as it is (``Topic.publish_mpub``)."""
     topic = _topic(nsqd, topic_name)
@@ -62,16 +72,15 @@ def _refused(nsqd: Any, topic_name: str, error: OSError) -> OSError:
     return error
 
 
-def _accepted(nsqd: Any, topic: Topic) -> tuple:
+def _accepted(nsqd: Any, topic: Topic, waiting: tuple = ()) -> tuple:
     """nsqd is healthy again. -> what waits for the end of this turn's write
-    (``DirtyWriters.answered_before_write``): the topic's log with its
-    records, its publish keys with theirs; usually nothing."""
+    (``DirtyWriters.answered_before_write``): ``waiting``, the topic's log
+    with its records, its publish keys with theirs; usually nothing."""
     if nsqd.health_error is not None:
         nsqd.health_error = None
-    waiting: tuple = ()
     topic_log = topic.topic_log
     if topic_log is not None and topic_log.waiting:
-        waiting = (topic_log,)
+        waiting += (topic_log,)
     keys = topic.publish_keys
     if keys is not None and keys.waiting:
         waiting += (keys,)

@@ -30,7 +30,7 @@ from .dirty import DirtyWriters
 from .tls import connection_info
 from .bounds import QueueFull
 from .publish_keys import KeysRefused
-from .publishing import publish, publish_keyed, publish_mpub
+from .publishing import publish, publish_keyed, publish_mpub, publish_pub
 from .replication.links import ReplicationShort
 from .topic import TopicExiting
 
@@ -191,7 +191,6 @@ class V2Protocol(asyncio.Protocol):
                     after = following
                     waiting = handler(self, client, command)
                 if waiting is not None:
-                    self.dirty.flush()
                     client.flush()
                     self._block("command")
                     asyncio.get_running_loop().create_task(
@@ -204,10 +203,6 @@ class V2Protocol(asyncio.Protocol):
                 if self._failed(client, error):
                     return
         answered = client.replies - replies
-        if answered:
-            # a reply confirms every answer before it (CLOSE_WAIT after FINs, the error
-            # of a FIN nobody holds): by then they are written where kill -9 cannot reach
-            self.dirty.flush()
         if answered > 1:
             # a client pipelining commands: its answers now, so that a peer that reads
             # none stops this connection's reading below (the loop reads a socket many
@@ -222,7 +217,6 @@ class V2Protocol(asyncio.Protocol):
 
     def _failed(self, client: ClientV2, error: ProtocolError) -> bool:
         """Send the error; True when it is fatal and the connection is closed."""
-        self.dirty.flush()  # a reply: the answers before it first (see _run)
         client.send_error(error)
         if not error.fatal:
             return False
@@ -505,7 +499,7 @@ class V2Protocol(asyncio.Protocol):
         if command.body_error is not None:
             raise command.body_error
         return self._publish(client, "PUB", topic_name, 1, errors.E_PUB_FAILED,
-                             publish, (self.nsqd, topic_name, [command.body]))
+                             publish_pub, (self.nsqd, topic_name, command.body))
 
     def dpub(self, client: ClientV2, command: Command) -> Awaitable[None] | None:
         params = command.params

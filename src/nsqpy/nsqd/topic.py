@@ -9,6 +9,7 @@ and nothing is stored twice.
 """
 
 from collections.abc import Collection
+from time import time_ns
 from typing import Any, Final
 
 from ..protocol.commands import encode_mpub_body
@@ -65,6 +66,7 @@ class Topic:
         # keyed publishes (publish_keys.py): opened by the first one
         self.publish_key_window_setting: float | None = None
         self.publish_keys: PublishKeys | None = None
+        self.turn: list[bytes] = []  # this loop turn's PUBs, queued at its end (publish_in_turn)
 
     @property
     def depth(self) -> int:
@@ -85,9 +87,47 @@ class Topic:
 
     def publish(self, bodies: list[bytes], timestamp: int, defer: float = 0.0, ids: list[bytes] | None = None) -> None:
         """Queue ``bodies`` in order, with new ids unless ``ids`` are given (a
-        dead letter keeps its id). Raises ``TopicExiting`` or ``OSError`` (disk
-        refused the write)."""
+        dead letter keeps its id), after this turn's PUBs. Raises
+        ``TopicExiting``, ``QueueFull`` or ``OSError`` (disk refused the write)."""
+        self._settle_turn()
         self._check_open(len(bodies))
+        self._publish_checked(bodies, timestamp, defer, ids)
+
+    def publish_in_turn(self, body: bytes) -> bool:
+        """A PUB, queued with this loop turn's others to the topic in one
+        publish once the turn's work is done and before any answer leaves
+        (``flush``, called by dirty.py): a crowd of publishers with one PUB
+        in flight each then costs the topic what their MPUB would. Raises
+        what can be known now (``TopicExiting``, ``QueueFull``, counting the
+        turn's PUBs); a disk refusing the batch later takes back their OKs
+        (dirty.py). -> False when the topic queues each publish at once: a
+        retained topic's log and a replicated nsqd's peers take records as
+        they come."""
+        if self.topic_log is not None or self.replication is not None:
+            return False
+        turn = self.turn
+        self._check_open(1, len(turn))
+        if not turn:
+            self.nsqd.dirty.mark(self)
+        turn.append(body)
+        return True
+
+    def flush(self) -> None:
+        """This turn's PUBs, queued as one publish (checked when they came)."""
+        bodies = self.turn
+        if bodies:
+            self.turn = []
+            self._publish_checked(bodies, time_ns(), 0.0, None)
+
+    def _settle_turn(self) -> None:
+        """This turn's PUBs queued before what comes next (another publish,
+        a channel made or gone, an operator's action), as they came first;
+        with the turn's other writes (dirty.py), which take back their OKs
+        should the disk refuse them."""
+        if self.turn:
+            self.nsqd.dirty.flush()
+
+    def _publish_checked(self, bodies: list[bytes], timestamp: int, defer: float, ids: list[bytes] | None) -> None:
         if ids is None:
             ids = self.guid.new_ids(len(bodies))
         topic_log = self.topic_log
@@ -238,6 +278,7 @@ class Topic:
     def publish_mpub(self, body: bytes, count: int, timestamp: int) -> None:
         """An MPUB's validated body (``commands.check_mpub_body``), queued as
         it is (batch.py). Raises as ``publish`` does."""
+        self._settle_turn()
         self._check_open(count)
         batch = Batch(body, count, timestamp, self.guid.reserve(count))
         topic_log = self.topic_log
@@ -271,10 +312,10 @@ class Topic:
         waits in the topic (a replicated nsqd's peers are told which)."""
         return tuple(self.channels) if self._to_channels_now() else ()
 
-    def _check_open(self, incoming: int) -> None:
+    def _check_open(self, incoming: int, in_turn: int = 0) -> None:
         if self.exiting:
             raise TopicExiting("exiting")
-        self._check_limits(incoming)
+        self._check_limits(incoming, in_turn)
 
     @staticmethod
     def _copies(first, copy, count: int) -> list:
@@ -290,13 +331,14 @@ class Topic:
         """Straight to the channels, or into the topic's own queue first."""
         return self.started and bool(self.channels) and not self.paused and not len(self.queue)
 
-    def _check_limits(self, incoming: int) -> None:
-        """Raises ``QueueFull`` before anything is queued, so an MPUB is all or nothing."""
+    def _check_limits(self, incoming: int, in_turn: int) -> None:
+        """Raises ``QueueFull`` before anything is queued, so an MPUB is all
+        or nothing; the turn's PUBs count as queued (``publish_in_turn``)."""
         if self.limit.rejects:
-            self.limit.check(len(self.queue), incoming)
+            self.limit.check(len(self.queue) + in_turn, incoming)
         for channel in self.channels.values():
             if channel.limit.rejects:
-                channel.limit.check(channel.depth, incoming)
+                channel.limit.check(channel.depth + in_turn, incoming)
 
     def _fan_out(self, message: Message) -> None:
         defer = message.defer
@@ -414,6 +456,7 @@ class Topic:
     def get_channel(self, name: str) -> Channel:
         channel = self.channels.get(name)
         if channel is None:
+            self._settle_turn()
             ephemeral = self.ephemeral or is_ephemeral(name)
             queue = self.nsqd.new_queue(f"{self.name}:{name}", ephemeral)  # its disk: a cursor's side queue
             channel = Channel(self, name, queue, self.loop, self.nsqd.new_latency_window(),
@@ -447,6 +490,7 @@ class Topic:
         self.nsqd.persist_metadata(self).add_done_callback(listed)
 
     def delete_channel(self, name: str) -> None:
+        self._settle_turn()
         channel = self.channels.pop(name, None)
         if channel is None:
             raise KeyError(name)
@@ -458,6 +502,7 @@ class Topic:
     # --- operator actions ---------------------------------------------------------
 
     def pause(self) -> None:
+        self._settle_turn()
         self.paused = True
         for channel in self.channels.values():
             if channel.cursor is not None:
@@ -465,6 +510,7 @@ class Topic:
         self._tell_peers(PAUSED)
 
     def unpause(self) -> None:
+        self._settle_turn()
         self.paused = False
         self._schedule_drain()
         self.hand_out_log()
@@ -475,6 +521,7 @@ class Topic:
         dropped, as NSQ empties its topic's queue: its own queue, the
         backlog its log keeps for a first channel, and what a paused
         topic holds back from the channels that read its log."""
+        self._settle_turn()
         self.queue.clear()
         topic_log = self.topic_log
         if topic_log is not None:
@@ -492,6 +539,7 @@ class Topic:
 
     def close(self) -> int:
         """Persist everything (channels first) and stop. Returns messages persisted."""
+        self._settle_turn()
         self.exiting = True
         try:
             return MessagesLost.tally([*(channel.close for channel in self.channels.values()),
@@ -504,6 +552,7 @@ class Topic:
                 self.nsqd.close_publish_keys(self.publish_keys)
 
     def delete(self) -> None:
+        self._settle_turn()
         self.exiting = True
         for channel in self.channels.values():
             channel.delete()
