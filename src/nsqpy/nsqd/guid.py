@@ -55,7 +55,9 @@ class IdSequence:
             if self.sequence > SEQUENCE_MASK:
                 self._next_time_unit()
             last = min(self.sequence + count, SEQUENCE_MASK + 1)
-            ids += map(self.prefix.__add__, _SEQUENCE_HEX[self.sequence:last])
+            prefix = self.prefix
+            for sequence in range(self.sequence, last):
+                ids.append(prefix + _SEQUENCE_HEX[sequence])
             count -= last - self.sequence
             self.sequence = last
         return ids

@@ -12,14 +12,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, cast
 
 from ..protocol import errors
-from ..protocol.commands import ABORT, Command, CommandReader, check_mpub_body, parse_base10, v2_reader
+from ..protocol.commands import ABORT, Command, CommandReader, TopicNames, check_mpub_body, parse_base10, v2_reader
 from ..protocol.compression import CompressionError, new_codec
 from ..protocol.errors import ProtocolError
 from ..protocol.frames import CLOSE_WAIT_FRAME, MAGIC_V2, OK_FRAME, encode_error
 from ..protocol.keyed import check_key, parse_kmpub_body
 from ..protocol.identify import DEFAULT_HEARTBEAT_INTERVAL_MS, identify_response, negotiate
 from ..protocol.message import MESSAGE_ID_LENGTH
-from ..protocol.names import is_valid_channel_name, is_valid_topic_name
+from ..protocol.names import is_valid_channel_name
 from ..protocol.replication import NotAMember, new_nonce
 from ..protocol.v2 import ALLOWED, CONFIRM, START_TLS, State, invalid_in_state, upgrade_steps
 from .auth import AuthError
@@ -92,13 +92,13 @@ class V2Protocol(asyncio.Protocol):
         # as compiled code reads its own attributes in a step and nsqd's in a lookup
         self.dirty: DirtyWriters = nsqd.dirty
         self.busy_poll: BusyPoll = nsqd.busy_poll
-        self.topics: dict = nsqd.topics
         self.replication: Any = nsqd.replication
         self.auth_client: Any = nsqd.auth
         self.tls_required: bool = nsqd.tls_required_tcp
         self.transport: Any = None
         self.client: ClientV2 | None = None
         self.reader: CommandReader | None = None  # once the magic is read
+        self.topic_names = TopicNames()  # the reader's and the handlers'
         self.upgrading = False
         self._magic = b""
         self._blocked: set[str] = set()  # why reading is paused: "replies", "command"
@@ -127,7 +127,7 @@ class V2Protocol(asyncio.Protocol):
             options = self.nsqd.options
             client = self.client = self.nsqd.add_client(self.transport)
             self.reader = v2_reader(options.max_msg_size, options.max_body_size, int(options.max_req_timeout * 1000),
-                                    None if self.replication is None else client.proved_member)
+                                    None if self.replication is None else client.proved_member, self.topic_names)
             self.deadline.set(self._command_time())
             if not data:
                 return
@@ -298,8 +298,8 @@ class V2Protocol(asyncio.Protocol):
     # --- shared checks -----------------------------------------------------------------
 
     def _topic_name(self, raw: bytes, command: str) -> str:
-        name = _name(raw)
-        if name not in self.topics and not is_valid_topic_name(name):  # a topic held was checked
+        name = self.topic_names.get(raw)
+        if name is None:
             raise ProtocolError(errors.E_BAD_TOPIC, f"{command} topic name {_go_quoted(raw)} is not valid")
         return name
 

@@ -70,9 +70,30 @@ _BODY_PARAM_COUNTS: Final = {b"PUB": 2, b"MPUB": 2, b"DPUB": 3, b"IDENTIFY": 1, 
 
 
 #: Topic names one connection remembers as checked: a publisher names the
-#: same few topics command after command, and a set lookup costs a fraction
-#: of the name's pattern match.
+#: same few topics command after command, and a lookup costs a fraction of
+#: decoding the name and matching its pattern.
 KNOWN_TOPICS_PER_CONNECTION: Final = 64
+
+
+class TopicNames:
+    """The topic names one connection has used, each checked and decoded
+    once: by the reader, before a body is waited for, and by the handler of
+    the command. The name is then one string object, whose hash the topic
+    and counter lookups that follow do not compute again."""
+
+    def __init__(self) -> None:
+        self._known: dict[bytes, str] = {}
+
+    def get(self, raw: bytes) -> str | None:
+        """``raw`` as a topic name; None when it is not a legal one."""
+        name = self._known.get(raw)
+        if name is None:
+            name = raw.decode("latin-1")
+            if not is_valid_topic_name(name):
+                return None
+            if len(self._known) < KNOWN_TOPICS_PER_CONNECTION:
+                self._known[raw] = name
+        return name
 
 
 class BodyRule:
@@ -87,10 +108,10 @@ class BodyRule:
 class V2BodyRule(BodyRule):
     """nsqd's: no body is waited for after a line it refuses."""
 
-    def __init__(self, max_defer_ms: int, repl_allowed: Callable[[], bool] | None):
+    def __init__(self, max_defer_ms: int, repl_allowed: Callable[[], bool] | None, topic_names: TopicNames):
         self._max_defer_ms = max_defer_ms
         self._repl_allowed = repl_allowed
-        self._known_topics: set[bytes] = set()
+        self._topic_names = topic_names
 
     def expects(self, name: bytes, params: list[bytes]) -> bool:
         if name == b"AUTH":
@@ -101,13 +122,8 @@ class V2BodyRule(BodyRule):
             return True
         if name == b"REPL":
             return self._repl_allowed is not None and self._repl_allowed()
-        topic = params[1]
-        known_topics = self._known_topics
-        if topic not in known_topics:
-            if not is_valid_topic_name(topic.decode("latin-1")):
-                return False
-            if len(known_topics) < KNOWN_TOPICS_PER_CONNECTION:
-                known_topics.add(topic)
+        if self._topic_names.get(params[1]) is None:
+            return False
         if name == b"DPUB" or name == b"KDPUB":
             try:
                 return parse_base10(params[2]) <= self._max_defer_ms
@@ -158,12 +174,13 @@ def _truncated_mpub(partial: bytes) -> ProtocolError:
 
 
 def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_000,
-              repl_allowed=None) -> "CommandReader":
+              repl_allowed=None, topic_names: TopicNames | None = None) -> "CommandReader":
     """The reader for nsqd's V2 protocol; with ``repl_allowed``, also for the
     ``REPL`` batches of a replicated nsqd's peers (replication.py). A REPL
     body is read only while ``repl_allowed()`` says the connection proved
     itself a member: anyone else's is refused on its line, before nsqd
-    buffers up to a batch's size for it."""
+    buffers up to a batch's size for it. ``topic_names``: the connection's,
+    which its command handlers read too."""
     body_limits: dict[bytes, BodyLimit] = {
         b"PUB": (check_message_size, max_msg_size),
         b"DPUB": (check_message_size, max_msg_size),
@@ -176,7 +193,8 @@ def v2_reader(max_msg_size: int, max_body_size: int, max_defer_ms: int = 3_600_0
     }
     if repl_allowed is not None:  # a batch holds up to a turn of MPUBs
         body_limits[b"REPL"] = (check_body_size, max(REPL_MAX_BODY, 4 * max_body_size))
-    return CommandReader(body_limits, V2BodyRule(max_defer_ms, repl_allowed))
+    return CommandReader(body_limits, V2BodyRule(max_defer_ms, repl_allowed,
+                                                 TopicNames() if topic_names is None else topic_names))
 
 
 #: a replicated nsqd's batches are cut at 16 MiB between records of at most
@@ -211,6 +229,7 @@ class CommandReader:
         self._trim = trim
         self._buffer = b""
         self._pending: Command | None = None  # a body command waiting for its body
+        self._pending_limits: BodyLimit = (check_body_size, 0)  # its check and limit
         self._pending_size = -1
         self._body_parts: list[bytes] = []
         self._body_have = 0
@@ -243,7 +262,7 @@ class CommandReader:
                         break
                     size = _int32(buffer, pos)
                     pos += 4
-                    check, limit = body_limits[pending.name]
+                    check, limit = self._pending_limits
                     if size <= 0 or size > limit:
                         pending.body_error = check(pending.name, size, limit)
                         commands.append(pending)
@@ -282,8 +301,10 @@ class CommandReader:
             params = line.split(b" ")
             name = params[0]
             command = Command(name, params)
-            if name in body_limits and self._body_rule.expects(name, params):
+            limits = body_limits.get(name)
+            if limits is not None and self._body_rule.expects(name, params):
                 self._pending = command
+                self._pending_limits = limits
             else:
                 commands.append(command)
         self._buffer = buffer[pos:] if pos < end else b""
