@@ -56,7 +56,8 @@ def publish_keyed(nsqd: Any, topic_name: str, keys: list[bytes], bodies: list[by
 
 def _topic(nsqd: Any, topic_name: str) -> Topic:
     """The topic of that name, made on first use (a disk may refuse its queue or log)."""
-    topic = nsqd.topics.get(topic_name)
+    topics: dict[str, Topic] = nsqd.topics
+    topic = topics.get(topic_name)
     if topic is not None:
         return topic
     try:

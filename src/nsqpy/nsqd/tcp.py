@@ -574,9 +574,14 @@ class V2Protocol(asyncio.Protocol):
         nsqd's error for what refused them. (A function and its arguments,
         not a closure: a crowd of publishers pays for every object a PUB makes.)"""
         if self.auth_client is not None:
-            return self._with_permission(client, name, "publish", topic_name, "",
-                                         lambda: self._put(client, name, topic_name, count, code, put, args))
+            return self._put_if_permitted(client, name, topic_name, count, code, put, args)
         return self._put(client, name, topic_name, count, code, put, args)
+
+    def _put_if_permitted(self, client: ClientV2, name: str, topic_name: str, count: int, code: str,
+                          put: Callable[..., tuple], args: tuple) -> Awaitable[None] | None:
+        """(Apart from ``_publish``: the closure made here would be made for every publish there.)"""
+        return self._with_permission(client, name, "publish", topic_name, "",
+                                     lambda: self._put(client, name, topic_name, count, code, put, args))
 
     def _put(self, client: ClientV2, name: str, topic_name: str, count: int, code: str,
              put: Callable[..., tuple], args: tuple) -> Awaitable[None] | None:
