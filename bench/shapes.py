@@ -1,7 +1,8 @@
 """nsqd in the shapes deployments have, side by side with NSQ's Go nsqd.
 
     python bench/shapes.py [fanout] [big] [durable] [consumers] [producers]
-                           [secure] [cores] [--rounds 2] [--no-pure] [--reference DIR]
+                           [durable-producers] [secure] [cores]
+                           [--rounds 2] [--no-pure] [--reference DIR]
 
 NSQ's own benchmark is one topic, one channel, 200-byte messages in
 memory. These are the shapes production has, driven identically for each
@@ -27,6 +28,8 @@ rounds and ours/Go.
   publish-to-delivery, nsqd's CPU time per delivery and the driver's cores.
 - ``producers``: 200 connections PUBbing, one in flight each: PUBs/s, p99
   PUB round trip, nsqd's CPU time per PUB and the driver's cores.
+- ``durable-producers``: the same crowd with ``--mem-queue-size=0
+  --sync-every=1``, where every OK waits for its message's fsync.
 - ``secure``: the benchmark's steps over TLS with snappy (the Go tools
   speak neither): nsqpy's client (``bench/clients/nsqpy_client.py``) MPUBs
   for 3 s, PUBs one at a time for 3 s, then reads everything back; msgs/s,
@@ -168,8 +171,8 @@ def durable(runner: Runner, kind: str, sync_every: int) -> dict:
     return runner.measure(kind, ("--mem-queue-size=0", f"--sync-every={sync_every}"), steps)
 
 
-def crowd(shape: str, count_flag: str):
-    """``bench/crowd.py``'s shape ``shape`` with ``count`` connections."""
+def crowd(shape: str, count_flag: str, flags: tuple[str, ...] = ("--mem-queue-size=100000000",)):
+    """``bench/crowd.py``'s shape ``shape`` with ``count`` connections, nsqd run with ``flags``."""
     def measure(runner: Runner, kind: str, count: int) -> dict:
         def steps(daemon):
             create_channels(daemon, "crowd", ["workers"])
@@ -180,7 +183,7 @@ def crowd(shape: str, count_flag: str):
                 raise RuntimeError(f"crowd.py failed: {driver.stderr[-500:]}")
             return json.loads(driver.stdout)
 
-        return runner.measure(kind, ("--mem-queue-size=100000000",), steps)
+        return runner.measure(kind, flags, steps)
 
     return measure
 
@@ -282,6 +285,9 @@ SHAPES = {
     "producers": (crowd("producers", "--producers"), (200,), "PUB clients",
                   [("rate", "PUB msgs/s"), ("p99_ms", "p99 PUB round trip ms"), ("nsqd_us", "nsqd CPU µs/PUB"),
                    ("driver_cpu", "driver CPU cores")]),
+    "durable-producers": (crowd("producers", "--producers", ("--mem-queue-size=0", "--sync-every=1")), (200,),
+                          "PUB clients", [("rate", "PUB msgs/s"), ("p99_ms", "p99 PUB round trip ms"),
+                                          ("nsqd_us", "nsqd CPU µs/PUB")]),
     "secure": (secure, ("tls,snappy",), "client options",
                [("mpub", "MPUB msgs/s"), ("pub", "PUB msgs/s"), ("sub", "SUB msgs/s"),
                 ("sub_us", "nsqd CPU µs/delivery"), ("client_cpu", "client CPU cores (busiest step)")]),

@@ -38,6 +38,12 @@ class DirtyWriters:
         if len(self.writers) == 1:
             self.nsqd.loop.call_soon(self.flush)
 
+    def before_answers(self, writer: Any) -> None:
+        """``writer`` has what an answer queued in this turn waits for: the
+        write of that answer writes it first (writes.py, ``ClientV2.flush``),
+        so, unlike ``mark``, this schedules nothing of its own."""
+        self.writers.append(writer)
+
     def flush(self) -> None:
         """Every acknowledgement and mark so far written to the disk queues'
         journals (no fsync: a sync every --sync-every or --sync-timeout does

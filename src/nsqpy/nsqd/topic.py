@@ -95,9 +95,10 @@ class Topic:
 
     def publish_in_turn(self, body: bytes) -> bool:
         """A PUB, queued with this loop turn's others to the topic in one
-        publish once the turn's work is done and before any answer leaves
-        (``flush``, called by dirty.py): a crowd of publishers with one PUB
-        in flight each then costs the topic what their MPUB would. Raises
+        publish (``flush``) when the turn's answers are written, before they
+        leave (dirty.py): the caller queues the PUB's. A crowd of publishers
+        with one PUB in flight each then costs the topic what their MPUB
+        would, and shares its disk writes and fsyncs. Raises
         what can be known now (``TopicExiting``, ``QueueFull``, counting the
         turn's PUBs); a disk refusing the batch later takes back their OKs
         (dirty.py). -> False when the topic queues each publish at once: a
@@ -108,7 +109,7 @@ class Topic:
         turn = self.turn
         self._check_open(1, len(turn))
         if not turn:
-            self.nsqd.dirty.mark(self)
+            self.nsqd.dirty.before_answers(self)
         turn.append(body)
         return True
 
