@@ -48,12 +48,15 @@ class DirtyWriters:
         """Every acknowledgement and mark so far written to the disk queues'
         journals (no fsync: a sync every --sync-every or --sync-timeout does
         that), so a crash of this process loses none: a FIN stays done
-        through kill -9 whatever the sync settings. One write per writer
-        touched in a loop turn, however many FINs it had."""
+        through kill -9 whatever the sync settings; and the turn's PUBs
+        queued. One write per writer touched in a loop turn, however many
+        FINs or PUBs it had."""
         if not self.writers:
             return
         writers, self.writers = self.writers, []
-        answered, self.answered_early = self.answered_early, {}
+        answered = self.answered_early
+        if answered:
+            self.answered_early = {}
         for writer in writers:
             try:
                 writer.flush()
