@@ -4,6 +4,7 @@ a real nsqd in this process, its connections given transports that record
 what they are handed and the channel's depth at that moment."""
 
 import asyncio
+from unittest import mock
 
 from nsqpy.eventloop import new_event_loop
 from nsqpy.nsqd.options import NsqdOptions
@@ -13,39 +14,19 @@ from nsqpy.protocol import commands as cmd
 from nsqpy.protocol.frames import OK_FRAME
 
 
-class RecordingTransport:
-    """What a V2Protocol writes, with the channel's depth when it was written."""
-
-    def __init__(self, depth):
-        self.depth = depth
-        self.written: list[tuple[bytes, int]] = []
-
-    def write(self, data):
-        self.written.append((bytes(data), self.depth()))
-
-    def writelines(self, parts):
-        self.write(b"".join(parts))
-
-    def get_extra_info(self, name, default=None):
-        return ("127.0.0.1", 4150) if name == "peername" else default
-
-    def pause_reading(self):
-        pass
-
-    def resume_reading(self):
-        pass
-
-    def is_closing(self):
-        return False
-
-    def close(self):
-        pass
-
-    def abort(self):
-        pass
-
-    def get_write_buffer_size(self):
-        return 0
+def recording_transport(depth):
+    """A transport recording what a V2Protocol writes, with ``depth()`` when
+    it was written; every other call is accepted and ignored."""
+    written: list[tuple[bytes, int]] = []
+    transport = mock.Mock()
+    transport.get_extra_info.side_effect = lambda name, default=None: (
+        ("127.0.0.1", 4150) if name == "peername" else default)
+    transport.write.side_effect = lambda data: written.append((bytes(data), depth()))
+    transport.writelines.side_effect = lambda parts: written.append((b"".join(parts), depth()))
+    transport.get_write_buffer_size.return_value = 0
+    transport.is_closing.return_value = False
+    transport.written = written
+    return transport
 
 
 def run_nsqd(tmp_path, scenario):
@@ -59,7 +40,7 @@ def run_nsqd(tmp_path, scenario):
             channel = nsqd.get_topic("t").get_channel("ch")
 
             def connect():
-                protocol, transport = V2Protocol(nsqd), RecordingTransport(lambda: channel.depth)
+                protocol, transport = V2Protocol(nsqd), recording_transport(lambda: channel.depth)
                 protocol.connection_made(transport)
                 protocol.data_received(b"  V2")
                 return protocol, transport
