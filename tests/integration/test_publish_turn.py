@@ -96,8 +96,8 @@ def test_a_full_disk_takes_back_the_oks_of_a_turns_pubs(start_nsqd, small_filesy
 
     with WireConn(nsqd.tcp_hostport) as producer:
         producer.send(b"".join(cmd.pub("full", b"x" * 1024) for _ in range(8)))
-        frame_type, data_ = producer.read_frame()
-        assert frame_type == FRAME_TYPE_ERROR and data_.startswith(b"E_PUB_FAILED PUB failed"), data_
+        frame_type, answer = producer.read_frame()
+        assert frame_type == FRAME_TYPE_ERROR and answer.startswith(b"E_PUB_FAILED PUB failed"), answer
         producer.expect_closed()
     assert nsqd.process.poll() is None
     filler.unlink()

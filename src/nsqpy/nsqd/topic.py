@@ -98,12 +98,14 @@ class Topic:
         publish (``flush``) when the turn's answers are written, before they
         leave (dirty.py): the caller queues the PUB's. A crowd of publishers
         with one PUB in flight each then costs the topic what their MPUB
-        would, and shares its disk writes and fsyncs. Raises
-        what can be known now (``TopicExiting``, ``QueueFull``, counting the
-        turn's PUBs); a disk refusing the batch later takes back their OKs
-        (dirty.py). -> False when the topic queues each publish at once: a
-        retained topic's log and a replicated nsqd's peers take records as
-        they come."""
+        would, and shares its disk writes and fsyncs.
+
+        Raises what can be known now (``TopicExiting``, ``QueueFull``,
+        counting the turn's PUBs). A disk refusing the batch later takes
+        back all their OKs (dirty.py), as it does an MPUB's: what it took
+        before refusing may still be delivered, at least once. -> False when
+        the topic queues each publish at once: a retained topic's log and a
+        replicated nsqd's peers take records as they come."""
         if self.topic_log is not None or self.replication is not None:
             return False
         turn = self.turn
