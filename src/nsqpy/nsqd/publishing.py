@@ -7,6 +7,7 @@ publishers with one PUB in flight each comes through here once per
 message, and each Python step here is paid that often.
 """
 
+from collections.abc import Callable
 from time import time_ns
 from typing import Any
 
@@ -16,12 +17,7 @@ from .topic import Topic
 def publish(nsqd: Any, topic_name: str, bodies: list[bytes], defer: float = 0.0,
             ids: list[bytes] | None = None) -> tuple:
     """-> what waits for the end of the turn's write (``_accepted``)."""
-    topic = _topic(nsqd, topic_name)
-    try:
-        topic.publish(bodies, time_ns(), defer, ids)
-    except OSError as error:
-        raise _refused(nsqd, topic_name, error)
-    return _accepted(nsqd, topic)
+    return _into(nsqd, _topic(nsqd, topic_name), Topic.publish, (bodies, time_ns(), defer, ids))
 
 
 def publish_pub(nsqd: Any, topic_name: str, body: bytes) -> tuple:
@@ -31,26 +27,26 @@ def publish_pub(nsqd: Any, topic_name: str, body: bytes) -> tuple:
     topic = _topic(nsqd, topic_name)
     if topic.publish_in_turn(body):
         return _accepted(nsqd, topic, (topic,))
-    return publish(nsqd, topic_name, [body])
+    return _into(nsqd, topic, Topic.publish, ([body], time_ns(), 0.0, None))
 
 
 def publish_mpub(nsqd: Any, topic_name: str, body: bytes, count: int) -> tuple:
     """An MPUB's validated body, queued as it is (``Topic.publish_mpub``)."""
-    topic = _topic(nsqd, topic_name)
-    try:
-        topic.publish_mpub(body, count, time_ns())
-    except OSError as error:
-        raise _refused(nsqd, topic_name, error)
-    return _accepted(nsqd, topic)
+    return _into(nsqd, _topic(nsqd, topic_name), Topic.publish_mpub, (body, count, time_ns()))
 
 
 def publish_keyed(nsqd: Any, topic_name: str, keys: list[bytes], bodies: list[bytes], defer: float = 0.0) -> tuple:
     """Keyed publishes (``Topic.publish_keyed``); -> as ``publish``."""
-    topic = _topic(nsqd, topic_name)
+    return _into(nsqd, _topic(nsqd, topic_name), Topic.publish_keyed, (keys, bodies, time_ns(), defer))
+
+
+def _into(nsqd: Any, topic: Topic, put: Callable[..., None], args: tuple) -> tuple:
+    """``put(topic, *args)``, a method of the topic and its arguments (no
+    closure per publish). -> as ``_accepted``."""
     try:
-        topic.publish_keyed(keys, bodies, time_ns(), defer)
+        put(topic, *args)
     except OSError as error:
-        raise _refused(nsqd, topic_name, error)
+        raise _refused(nsqd, topic.name, error)
     return _accepted(nsqd, topic)
 
 
