@@ -211,6 +211,9 @@ class HttpApi:
     # --- stats --------------------------------------------------------------------------
 
     async def stats(self, request):
+        # what the turn left for the disk first: FINs the counts show as done are
+        # journaled where kill -9 cannot reach them, as before a TCP answer (dirty.py)
+        self.nsqd.dirty.flush()
         selection = dict(
             topic_filter=request.query.get("topic") or None,
             channel_filter=request.query.get("channel") or None,
