@@ -73,6 +73,15 @@ def test_an_id_is_nsqs_layout_in_sixteen_hex_digits(make):
     assert make(guid) == expected
 
 
+@pytest.mark.parametrize("make", [lambda guid: guid.new_ids(2), lambda guid: [guid.new_id(), guid.new_id()]],
+                         ids=["batch", "one at a time"])
+def test_ids_after_a_time_unit_ran_out_start_the_next_one(make):
+    guid = GuidFactory(node_id=3)
+    guid.last_ts = ts = 1 << 45  # the clock is behind it
+    guid.sequence = 4095  # this time unit's last id is taken
+    assert make(guid) == [b"%016x" % (((ts + 1 - EPOCH) << 22) | (3 << 12) | sequence) for sequence in (0, 1)]
+
+
 def test_single_ids_and_batches_interleaved_stay_unique_and_increasing():
     guid = GuidFactory(node_id=5)
     guid.last_ts = 1 << 45  # the clock is behind: every id borrows from this time unit on

@@ -27,15 +27,17 @@ def time_unit_prefix(ts: int, node_bits: int) -> bytes:
 
 
 class IdSequence:
-    """Consecutive ids from ``(ts, sequence)`` on, made one at a time."""
+    """Consecutive ids from ``(ts, sequence)`` on, made one at a time.
+    ``prefix`` is ``time_unit_prefix(ts, node_bits)``, which the factory
+    formats once per time unit."""
 
     __slots__ = ("node_bits", "ts", "sequence", "prefix")
 
-    def __init__(self, node_bits: int, ts: int, sequence: int):
+    def __init__(self, node_bits: int, ts: int, sequence: int, prefix: bytes):
         self.node_bits = node_bits
-        self.ts = ts + (sequence >> SEQUENCE_BITS)
-        self.sequence = sequence & SEQUENCE_MASK
-        self.prefix = time_unit_prefix(self.ts, node_bits)
+        self.ts = ts
+        self.sequence = sequence  # past SEQUENCE_MASK: the next id starts the next time unit
+        self.prefix = prefix
 
     def _next_time_unit(self) -> None:
         self.ts += 1
@@ -63,7 +65,7 @@ class IdSequence:
         return ids
 
     def copy(self) -> "IdSequence":
-        return IdSequence(self.node_bits, self.ts, self.sequence)
+        return IdSequence(self.node_bits, self.ts, self.sequence, self.prefix)
 
 
 class GuidFactory:
@@ -73,16 +75,13 @@ class GuidFactory:
         self.node_bits = (node_id & 0x3FF) << 12
         self.last_ts = 0
         self.sequence = 0
-        self._prefix_ts = -1  # the time unit of the prefix new_id last made
+        self._prefix_ts = -1  # the time unit whose prefix _prefix is
         self._prefix = b""
 
     def reserve(self, count: int) -> IdSequence:
         """The next ``count`` ids, to be made by the sequence returned."""
-        ts = time_ns() >> 20
-        if ts > self.last_ts:
-            self.last_ts, self.sequence = ts, -1
-        first = self.sequence + 1
-        ids = IdSequence(self.node_bits, self.last_ts, first)
+        first = self._next_sequence()
+        ids = IdSequence(self.node_bits, self.last_ts, first, self._prefix)
         last = first + count - 1
         self.last_ts += last >> SEQUENCE_BITS
         self.sequence = last & SEQUENCE_MASK
@@ -94,9 +93,16 @@ class GuidFactory:
         return self.reserve(count).take(count)
 
     def new_id(self) -> bytes:
-        """The id ``reserve(1)`` would give, made without a sequence object
-        and, within one time unit, without formatting its prefix again: a
-        PUB's, the commonest publish."""
+        """The id ``reserve(1)`` would give, made without a sequence object:
+        a PUB's, the commonest publish."""
+        sequence = self._next_sequence()
+        self.sequence = sequence
+        return self._prefix + _SEQUENCE_HEX[sequence]
+
+    def _next_sequence(self) -> int:
+        """The sequence of the next id in time unit ``last_ts``, which this
+        moves to now's, or to the next one when the sequence ran out; its
+        prefix is formatted once per time unit, not once per publish."""
         ts = time_ns() >> 20
         if ts > self.last_ts:
             self.last_ts, self.sequence = ts, -1
@@ -104,8 +110,7 @@ class GuidFactory:
         if sequence > SEQUENCE_MASK:  # borrow the next time unit
             self.last_ts += 1
             sequence = 0
-        self.sequence = sequence
         if self.last_ts != self._prefix_ts:
             self._prefix_ts = self.last_ts
             self._prefix = time_unit_prefix(self.last_ts, self.node_bits)
-        return self._prefix + _SEQUENCE_HEX[sequence]
+        return sequence
