@@ -67,8 +67,9 @@ class NsqdOptions:
     sync_every: int = option(2500, "number of messages per diskqueue fsync")
     sync_timeout: float = option(2.0, "duration of time per diskqueue fsync", duration=True)
 
-    busy_poll: float = option(50e-6, "beyond NSQ: how long the event loop keeps polling the network after "
-                              "input before it sleeps (lower latency for request-response clients; 0 = off)",
+    busy_poll: float = option(50e-6, "beyond NSQ: how long at most the event loop keeps polling the network "
+                              "after input before it sleeps, adapted to how soon input comes (lower latency "
+                              "for request-response clients; 0 = off)",
                               duration=True)
 
     queue_scan_interval: float = 0.1

@@ -143,7 +143,7 @@ class V2Protocol(asyncio.Protocol):
         commands = cast(CommandReader, self.reader).feed(data)  # made with the client
         if commands:
             self._run(client, commands)
-        self.busy_poll.restart()
+        self.busy_poll.input()
 
     def eof_received(self) -> bool:
         """A client that stops sending hears the answers to what it sent
