@@ -18,12 +18,17 @@ TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 
 def cpu_seconds(pid: int) -> float:
     """User and system CPU seconds one process has spent so far."""
-    return _seconds_in(Path(f"/proc/{pid}/stat").read_text())
+    return sum(cpu_times(pid))
 
 
-def _seconds_in(stat: str) -> float:
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds one process has spent so far."""
+    return _times_in(Path(f"/proc/{pid}/stat").read_text())
+
+
+def _times_in(stat: str) -> tuple[float, float]:
     fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_SECOND
+    return int(fields[11]) / TICKS_PER_SECOND, int(fields[12]) / TICKS_PER_SECOND
 
 
 class CPUMeter:
@@ -79,7 +84,7 @@ class CPUMeter:
                 program = (pid, stat[stat.index("(") + 1:stat.rindex(")")])
                 kind = self._kind_of[program] if program in self._kind_of else self._classify(program)
                 if kind is not None:
-                    self._last[pid] = (kind, _seconds_in(stat))
+                    self._last[pid] = (kind, sum(_times_in(stat)))
             except OSError:  # exited meanwhile
                 continue
 
