@@ -124,6 +124,8 @@ def pace(address: str, rate: float, seconds: float, pid: int) -> None:
         answer = b""
         while len(answer) < len(OK_FRAME):
             answer += connection.recv(64)
+        if answer != OK_FRAME:
+            raise RuntimeError(f"the server answered {answer!r}, not OK")
 
     for _ in range(PACED_WARMUP):
         round_trip()
