@@ -34,7 +34,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -175,12 +174,8 @@ def measure(runner: Runner, server: str, load, seconds: float) -> dict:
         with empty_server(setting) as (pid, address):
             return load(runner, pid, address, seconds)
     kind, flags = setting
-    with tempfile.TemporaryDirectory(prefix="lone-pub-") as data:
-        daemon = runner.nsqd(kind, data, "--mem-queue-size=10000000", *flags)
-        try:
-            return load(runner, daemon.process.pid, daemon.tcp_address, seconds)
-        finally:
-            daemon.kill()
+    return runner.measure(kind, ("--mem-queue-size=10000000", *flags),
+                          lambda daemon: load(runner, daemon.process.pid, daemon.tcp_address, seconds))
 
 
 def table(runner: Runner, title: str, load, servers: list[str], rounds: int, seconds: float) -> None:
